@@ -1,0 +1,419 @@
+//! Reproduces the seed's timing table ("Time for one mmap()+munmap() of an
+//! 8MiB mmap-able array map") in the guest, plus a size sweep and the
+//! page-table cost of one mapping. Each measurement goes to the results file
+//! as one `BPFLAB-BENCH <json>` line and to stdout.
+//!
+//! Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
+
+mod stats;
+mod sys;
+
+use serde::Serialize;
+use stats::{Summary, MEMORY_TOUCH_MAX, SWEEP_TOUCH_MAX, TABLE_SIZE};
+use sys::{describe, ArrayMap, Mapping, Results};
+
+const USAGE: &str = "usage: bench --kernel NAME --results PATH [--quick] [--iterations N]";
+
+#[derive(Debug, PartialEq, Eq)]
+struct Options {
+    kernel: String,
+    results: String,
+    quick: bool,
+    iterations: usize,
+}
+
+/// The four rows of the seed's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    NopopulateNoaccess,
+    NopopulateTouchall,
+    PopulateNoaccess,
+    PopulateTouchall,
+}
+
+impl Scenario {
+    const TABLE: [Scenario; 4] = [
+        Scenario::NopopulateNoaccess,
+        Scenario::NopopulateTouchall,
+        Scenario::PopulateNoaccess,
+        Scenario::PopulateTouchall,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::NopopulateNoaccess => "nopopulate_noaccess",
+            Scenario::NopopulateTouchall => "nopopulate_touchall",
+            Scenario::PopulateNoaccess => "populate_noaccess",
+            Scenario::PopulateTouchall => "populate_touchall",
+        }
+    }
+
+    fn populate(self) -> bool {
+        matches!(
+            self,
+            Scenario::PopulateNoaccess | Scenario::PopulateTouchall
+        )
+    }
+
+    fn touch(self) -> bool {
+        matches!(
+            self,
+            Scenario::NopopulateTouchall | Scenario::PopulateTouchall
+        )
+    }
+}
+
+/// One timing result; `kind` is "scenario" (8 MiB table) or "sweep".
+#[derive(Serialize)]
+struct TimingRecord {
+    kind: &'static str,
+    scenario: &'static str,
+    size_bytes: u64,
+    samples: usize,
+    min_ns: u64,
+    median_ns: u64,
+    p90_ns: u64,
+}
+
+/// Page-table and RSS cost of one mapping; kind is always "memory".
+#[derive(Serialize)]
+struct MemoryRecord {
+    kind: &'static str,
+    size_bytes: u64,
+    vmpte_kb_before: u64,
+    vmpte_kb_after_mmap: u64,
+    vmpte_kb_after_touch: Option<u64>,
+    rss_kb_after_mmap: u64,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match parse_args(&args) {
+        Ok(None) => {
+            println!("{USAGE}");
+            0
+        }
+        Ok(Some(opts)) => match run(&opts) {
+            Ok(()) => 0,
+            Err(msg) => {
+                eprintln!("bench: error: {msg}");
+                1
+            }
+        },
+        Err(msg) => {
+            eprintln!("bench: {msg}\n{USAGE}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Parses the command line; Ok(None) means --help.
+fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
+    let mut kernel = None;
+    let mut results = None;
+    let mut quick = false;
+    let mut iterations = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().cloned().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--kernel" => kernel = Some(value()?),
+            "--results" => results = Some(value()?),
+            "--quick" => quick = true,
+            "--iterations" => {
+                let v = value()?;
+                match v.parse::<usize>() {
+                    Ok(n) if n > 0 => iterations = Some(n),
+                    _ => return Err(format!("--iterations wants a positive integer, not {v:?}")),
+                }
+            }
+            "-h" | "--help" => return Ok(None),
+            _ => return Err(format!("unknown argument {arg:?}")),
+        }
+    }
+    Ok(Some(Options {
+        kernel: kernel.ok_or("--kernel is required")?,
+        results: results.ok_or("--results is required")?,
+        quick,
+        iterations: iterations.unwrap_or(if quick { 10 } else { 30 }),
+    }))
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    let mut results = Results::open(&opts.results)?;
+    let warmup = stats::warmup_rounds(opts.iterations);
+    println!(
+        "bench: kernel {}, {} iterations (+{warmup} warm-up){}",
+        opts.kernel,
+        opts.iterations,
+        if opts.quick { ", quick" } else { "" }
+    );
+    let start = sys::now_ns();
+    table(&mut results, opts.iterations)?;
+    let largest = sweep(&mut results, opts)?;
+    memory(&mut results, largest)?;
+    println!(
+        "bench: done in {:.1}s",
+        (sys::now_ns() - start) as f64 / 1e9
+    );
+    Ok(())
+}
+
+/// The seed's table: the four scenarios on an 8 MiB map, interleaved.
+fn table(results: &mut Results, iterations: usize) -> Result<(), String> {
+    let map = create_map(TABLE_SIZE)?;
+    let scenarios = Scenario::TABLE;
+    let samples = stats::sample_interleaved(
+        scenarios.len(),
+        stats::warmup_rounds(iterations),
+        iterations,
+        |i| time_cycle(&map, scenarios[i]),
+    )?;
+    println!("\nmmap()+munmap() of an 8 MiB BPF_F_MMAPABLE array map:");
+    print_header();
+    for (scenario, s) in scenarios.iter().zip(&samples) {
+        emit_timing(results, "scenario", *scenario, TABLE_SIZE, s)?;
+    }
+    Ok(())
+}
+
+/// Timing against map size for the two no-MAP_POPULATE scenarios. Sizes the
+/// kernel cannot allocate (ENOMEM) are skipped and reported on stdout.
+/// Returns the largest map that worked, for `memory()`. Creating a big map
+/// (vmalloc + zeroing) is much slower than mapping it, so it is reused rather
+/// than created again; each map is dropped before the next size is tried,
+/// so two big maps never compete for guest memory.
+fn sweep(results: &mut Results, opts: &Options) -> Result<ArrayMap, String> {
+    println!("\nsize sweep (no MAP_POPULATE):");
+    print_header();
+    let mut largest: Option<u64> = None;
+    let mut kept: Option<ArrayMap> = None;
+    let mut creation = Vec::new();
+    for size in stats::sweep_sizes(opts.quick) {
+        kept = None;
+        let start = sys::now_ns();
+        let map = match ArrayMap::create(size) {
+            Ok(map) => map,
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
+                println!(
+                    "{:>8}  skipped: the kernel refused the map (ENOMEM)",
+                    stats::fmt_size(size)
+                );
+                continue;
+            }
+            Err(e) => return Err(create_error(size, &e)),
+        };
+        let elapsed_ms = (sys::now_ns() - start) as f64 / 1e6;
+        creation.push(format!("{} {elapsed_ms:.1}ms", stats::fmt_size(size)));
+        let mut scenarios = vec![Scenario::NopopulateNoaccess];
+        if size <= SWEEP_TOUCH_MAX {
+            scenarios.push(Scenario::NopopulateTouchall);
+        }
+        let iterations = stats::sweep_iterations(opts.iterations, size);
+        let samples = stats::sample_interleaved(
+            scenarios.len(),
+            stats::warmup_rounds(iterations),
+            iterations,
+            |i| time_cycle(&map, scenarios[i]),
+        )?;
+        for (scenario, s) in scenarios.iter().zip(&samples) {
+            emit_timing(results, "sweep", *scenario, size, s)?;
+        }
+        largest = Some(size);
+        kept = Some(map);
+    }
+    println!(
+        "map creation (not part of the timings): {}",
+        creation.join(", ")
+    );
+    match (kept, largest) {
+        (Some(map), _) => Ok(map),
+        // The last sizes were refused: recreate the largest that worked.
+        (None, Some(size)) => create_map(size),
+        (None, None) => Err("no sweep size could be allocated".to_string()),
+    }
+}
+
+/// VmPTE before/after mmap (and after touching every page, up to 256 MiB) and
+/// the mapping's Rss right after mmap: what an untouched mapping costs.
+fn memory(results: &mut Results, map: ArrayMap) -> Result<(), String> {
+    let size = map.size;
+    let before = sys::vmpte_kb()?;
+    let mapping = Mapping::new(&map, false).map_err(|e| describe("mmap", &e))?;
+    let after_mmap = sys::vmpte_kb()?;
+    let rss = sys::rss_kb(&mapping)?;
+    let after_touch = if size <= MEMORY_TOUCH_MAX {
+        mapping.touch_all();
+        Some(sys::vmpte_kb()?)
+    } else {
+        None
+    };
+    mapping.unmap().map_err(|e| describe("munmap", &e))?;
+
+    let touch = after_touch.map_or("not measured".to_string(), |kb| format!("{kb} kB"));
+    println!(
+        "\nmemory of one {} mapping: VmPTE {before} kB before, {after_mmap} kB after mmap, \
+         {touch} after touching all pages; Rss after mmap {rss} kB",
+        stats::fmt_size(size)
+    );
+    let record = MemoryRecord {
+        kind: "memory",
+        size_bytes: size,
+        vmpte_kb_before: before,
+        vmpte_kb_after_mmap: after_mmap,
+        vmpte_kb_after_touch: after_touch,
+        rss_kb_after_mmap: rss,
+    };
+    results.emit(&to_json(&record)?)
+}
+
+fn create_map(size: u64) -> Result<ArrayMap, String> {
+    ArrayMap::create(size).map_err(|e| create_error(size, &e))
+}
+
+fn create_error(size: u64, e: &std::io::Error) -> String {
+    let what = format!(
+        "bpf(BPF_MAP_CREATE) of a {} BPF_F_MMAPABLE array",
+        stats::fmt_size(size)
+    );
+    describe(&what, e)
+}
+
+/// One timed mmap() [+ touch every page] + munmap(), in nanoseconds.
+fn time_cycle(map: &ArrayMap, scenario: Scenario) -> Result<u64, String> {
+    let start = sys::now_ns();
+    let mapping = Mapping::new(map, scenario.populate())
+        .map_err(|e| describe(&format!("mmap ({})", scenario.name()), &e))?;
+    if scenario.touch() {
+        mapping.touch_all();
+    }
+    mapping
+        .unmap()
+        .map_err(|e| describe(&format!("munmap ({})", scenario.name()), &e))?;
+    Ok(sys::now_ns() - start)
+}
+
+fn print_header() {
+    println!(
+        "{:>8}  {:<20} {:>7} {:>11} {:>11} {:>11}",
+        "size", "scenario", "samples", "min", "median", "p90"
+    );
+}
+
+/// Summarizes, prints a table row and sends the JSON record.
+fn emit_timing(
+    results: &mut Results,
+    kind: &'static str,
+    scenario: Scenario,
+    size: u64,
+    samples: &[u64],
+) -> Result<(), String> {
+    let s: Summary = stats::summarize(samples).ok_or("no samples")?;
+    println!(
+        "{:>8}  {:<20} {:>7} {:>11} {:>11} {:>11}",
+        stats::fmt_size(size),
+        scenario.name(),
+        s.samples,
+        stats::fmt_us(s.min_ns),
+        stats::fmt_us(s.median_ns),
+        stats::fmt_us(s.p90_ns)
+    );
+    let record = timing_record(kind, scenario, size, &s);
+    results.emit(&to_json(&record)?)
+}
+
+fn timing_record(kind: &'static str, scenario: Scenario, size: u64, s: &Summary) -> TimingRecord {
+    TimingRecord {
+        kind,
+        scenario: scenario.name(),
+        size_bytes: size,
+        samples: s.samples,
+        min_ns: s.min_ns,
+        median_ns: s.median_ns,
+        p90_ns: s.p90_ns,
+    }
+}
+
+fn to_json(value: &impl Serialize) -> Result<String, String> {
+    serde_json::to_string(value).map_err(|e| format!("serialize: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn cli() {
+        let o = parse_args(&args("--kernel base --results /dev/ttyS1"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (o.kernel.as_str(), o.results.as_str()),
+            ("base", "/dev/ttyS1")
+        );
+        assert_eq!((o.quick, o.iterations), (false, 30));
+        let o = parse_args(&args("--quick --results r --kernel k"))
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.quick, o.iterations), (true, 10));
+        let o = parse_args(&args("--kernel k --results r --quick --iterations 4"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.iterations, 4);
+        assert_eq!(parse_args(&args("--help")).unwrap(), None);
+        for bad in [
+            "--kernel k",
+            "--results r",
+            "--kernel k --results r --iterations 0",
+            "--kernel k --results r --iterations x",
+            "--kernel k --results r --iterations",
+            "--kernel k --results r --bogus",
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn scenario_flags() {
+        let flags: Vec<_> = Scenario::TABLE
+            .iter()
+            .map(|s| (s.name(), s.populate(), s.touch()))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                ("nopopulate_noaccess", false, false),
+                ("nopopulate_touchall", false, true),
+                ("populate_noaccess", true, false),
+                ("populate_touchall", true, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn json_schema() {
+        let s = stats::summarize(&[1100, 1200, 1500]).unwrap();
+        let r = timing_record("scenario", Scenario::NopopulateNoaccess, TABLE_SIZE, &s);
+        assert_eq!(
+            to_json(&r).unwrap(),
+            r#"{"kind":"scenario","scenario":"nopopulate_noaccess","size_bytes":8388608,"samples":3,"min_ns":1100,"median_ns":1200,"p90_ns":1500}"#
+        );
+        let m = MemoryRecord {
+            kind: "memory",
+            size_bytes: 1 << 30,
+            vmpte_kb_before: 48,
+            vmpte_kb_after_mmap: 2100,
+            vmpte_kb_after_touch: None,
+            rss_kb_after_mmap: 1048576,
+        };
+        assert_eq!(
+            to_json(&m).unwrap(),
+            r#"{"kind":"memory","size_bytes":1073741824,"vmpte_kb_before":48,"vmpte_kb_after_mmap":2100,"vmpte_kb_after_touch":null,"rss_kb_after_mmap":1048576}"#
+        );
+    }
+}

@@ -1,0 +1,223 @@
+//! Statistics and iteration planning (pure code, host-tested).
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+/// The map size of the seed's timing table; sweep iteration counts are scaled
+/// relative to it.
+pub const TABLE_SIZE: u64 = 8 * MIB;
+
+/// min / median / p90 of a set of samples, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub samples: usize,
+    pub min_ns: u64,
+    pub median_ns: u64,
+    pub p90_ns: u64,
+}
+
+/// Summarizes samples. Median: mean of the middle two for an even count.
+/// p90: nearest rank (the smallest sample with at least 90% of samples at or
+/// below it), so it is always a measured value. None for no samples.
+pub fn summarize(samples: &[u64]) -> Option<Summary> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut s = samples.to_vec();
+    s.sort_unstable();
+    let n = s.len();
+    let median_ns = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        // Written so that it cannot overflow.
+        s[n / 2 - 1] + (s[n / 2] - s[n / 2 - 1]) / 2
+    };
+    Some(Summary {
+        samples: n,
+        min_ns: s[0],
+        median_ns,
+        p90_ns: nearest_rank(&s, 90),
+    })
+}
+
+/// Nearest-rank percentile of sorted, non-empty samples.
+fn nearest_rank(sorted: &[u64], pct: usize) -> u64 {
+    let rank = (pct * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+/// Warm-up rounds before measuring: enough to fault in code, page tables and
+/// caches, few enough not to matter for the time budget.
+pub fn warmup_rounds(iterations: usize) -> usize {
+    (iterations / 10).clamp(1, 3)
+}
+
+/// Iterations for a sweep point: the table's count for sizes up to 8 MiB,
+/// scaled down in proportion above that (the cost is linear in size), but
+/// never below 3 (or `iterations` if that is smaller).
+pub fn sweep_iterations(iterations: usize, size: u64) -> usize {
+    let scaled = iterations as u128 * u128::from(TABLE_SIZE) / u128::from(size.max(1));
+    let scaled = usize::try_from(scaled).unwrap_or(usize::MAX);
+    scaled.clamp(iterations.min(3), iterations).max(1)
+}
+
+/// Sweep sizes; `--quick` stops at 64 MiB.
+pub fn sweep_sizes(quick: bool) -> Vec<u64> {
+    let all = [4 * KIB, 64 * KIB, MIB, 8 * MIB, 64 * MIB, 256 * MIB, GIB];
+    all.into_iter()
+        .filter(|&s| !quick || s <= 64 * MIB)
+        .collect()
+}
+
+/// Touching every page costs a fault per page after the patch; cap the sizes
+/// it is measured at to bound the run time.
+pub const SWEEP_TOUCH_MAX: u64 = 64 * MIB;
+/// The memory measurement touches the mapping only up to this size.
+pub const MEMORY_TOUCH_MAX: u64 = 256 * MIB;
+
+/// Order of the scenarios in round `round`: round-robin, with the starting
+/// scenario rotating so no scenario always runs right after the same other
+/// one (e.g. after a populate that warmed the caches).
+pub fn round_order(scenarios: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..scenarios).map(move |i| (round + i) % scenarios)
+}
+
+/// Runs `warmup` discarded rounds, then `iterations` measured rounds; each
+/// round calls `measure(i)` once per scenario index i in `round_order`.
+/// Interleaving means slow drift (timer, host load) hits all scenarios alike.
+/// Returns the samples per scenario.
+pub fn sample_interleaved<E>(
+    scenarios: usize,
+    warmup: usize,
+    iterations: usize,
+    mut measure: impl FnMut(usize) -> Result<u64, E>,
+) -> Result<Vec<Vec<u64>>, E> {
+    let mut samples = vec![Vec::with_capacity(iterations); scenarios];
+    for round in 0..warmup + iterations {
+        for i in round_order(scenarios, round) {
+            let ns = measure(i)?;
+            if round >= warmup {
+                samples[i].push(ns);
+            }
+        }
+    }
+    Ok(samples)
+}
+
+/// "4 KiB", "64 MiB", "1 GiB" for the human table.
+pub fn fmt_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= GIB && b % GIB == 0 => format!("{} GiB", b / GIB),
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} B"),
+    }
+}
+
+/// Nanoseconds as microseconds with one decimal, the seed table's unit.
+pub fn fmt_us(ns: u64) -> String {
+    format!("{}.{}us", ns / 1000, (ns % 1000) / 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summarize_odd_and_even() {
+        assert_eq!(summarize(&[]), None);
+        let s = summarize(&[5]).unwrap();
+        assert_eq!((s.samples, s.min_ns, s.median_ns, s.p90_ns), (1, 5, 5, 5));
+        let s = summarize(&[3, 1, 2]).unwrap();
+        assert_eq!((s.min_ns, s.median_ns, s.p90_ns), (1, 2, 3));
+        let s = summarize(&[4, 1, 3, 2]).unwrap();
+        assert_eq!((s.min_ns, s.median_ns, s.p90_ns), (1, 2, 4));
+        let s = summarize(&[10, 20]).unwrap();
+        assert_eq!(s.median_ns, 15);
+        let s = summarize(&[u64::MAX, u64::MAX - 2]).unwrap();
+        assert_eq!(s.median_ns, u64::MAX - 1);
+    }
+
+    #[test]
+    fn p90_nearest_rank() {
+        let v: Vec<u64> = (1..=10).collect();
+        assert_eq!(summarize(&v).unwrap().p90_ns, 9);
+        let v: Vec<u64> = (1..=30).rev().collect();
+        let s = summarize(&v).unwrap();
+        assert_eq!((s.min_ns, s.median_ns, s.p90_ns), (1, 15, 27));
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(summarize(&v).unwrap().p90_ns, 90);
+        let v: Vec<u64> = (1..=11).collect();
+        assert_eq!(summarize(&v).unwrap().p90_ns, 10, "rank ceil(9.9) = 10");
+    }
+
+    #[test]
+    fn warmups() {
+        assert_eq!(warmup_rounds(1), 1);
+        assert_eq!(warmup_rounds(10), 1);
+        assert_eq!(warmup_rounds(30), 3);
+        assert_eq!(warmup_rounds(1000), 3);
+    }
+
+    #[test]
+    fn sweep_iteration_counts() {
+        assert_eq!(sweep_iterations(30, 4 * KIB), 30);
+        assert_eq!(sweep_iterations(30, 8 * MIB), 30);
+        assert_eq!(sweep_iterations(30, 64 * MIB), 3);
+        assert_eq!(sweep_iterations(30, GIB), 3);
+        assert_eq!(sweep_iterations(100, 64 * MIB), 12);
+        assert_eq!(sweep_iterations(10, 64 * MIB), 3);
+        assert_eq!(
+            sweep_iterations(2, GIB),
+            2,
+            "never above the requested count"
+        );
+        assert_eq!(sweep_iterations(1, 4 * KIB), 1);
+        assert_eq!(sweep_iterations(usize::MAX, 4 * KIB), usize::MAX);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(sweep_sizes(false).len(), 7);
+        assert_eq!(*sweep_sizes(false).last().unwrap(), GIB);
+        assert_eq!(*sweep_sizes(true).last().unwrap(), 64 * MIB);
+        assert!(sweep_sizes(false).windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn order_rotates() {
+        let r: Vec<Vec<usize>> = (0..4).map(|r| round_order(4, r).collect()).collect();
+        assert_eq!(r[0], [0, 1, 2, 3]);
+        assert_eq!(r[1], [1, 2, 3, 0]);
+        assert_eq!(r[3], [3, 0, 1, 2]);
+    }
+
+    #[test]
+    fn interleaved_sampling_discards_warmup() {
+        let mut calls = Vec::new();
+        let mut t = 0u64;
+        let samples = sample_interleaved::<()>(2, 1, 3, |i| {
+            calls.push(i);
+            t += 1;
+            Ok(t)
+        })
+        .unwrap();
+        assert_eq!(calls, [0, 1, 1, 0, 0, 1, 1, 0]);
+        assert_eq!(samples[0], [4, 5, 8]);
+        assert_eq!(samples[1], [3, 6, 7]);
+        let err = sample_interleaved(2, 1, 3, |i| if i == 1 { Err("boom") } else { Ok(1) });
+        assert_eq!(err, Err("boom"));
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_size(4 * KIB), "4 KiB");
+        assert_eq!(fmt_size(256 * MIB), "256 MiB");
+        assert_eq!(fmt_size(GIB), "1 GiB");
+        assert_eq!(fmt_size(1000), "1000 B");
+        assert_eq!(fmt_us(1_100), "1.1us");
+        assert_eq!(fmt_us(1_341_999), "1341.9us");
+        assert_eq!(fmt_us(42), "0.0us");
+    }
+}

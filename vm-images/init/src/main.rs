@@ -1,0 +1,180 @@
+//! Guest /init (PID 1): mount the basics, run the program named on the kernel
+//! command line, report one verdict line to the host on /dev/ttyS1, reboot.
+//!
+//! PID 1 must never exit: the kernel panics when init dies. So every path,
+//! including a Rust panic, ends in `sys::reboot()`, which never returns.
+
+mod cmdline;
+mod sys;
+mod verdict;
+
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::panic;
+use std::process::Command;
+
+use cmdline::{Config, Inject};
+use verdict::{Exit, Verdict};
+
+/// The second serial port carries machine-readable results to the host; the
+/// first (the console, our stdout) carries everything humans read.
+const RESULTS: &str = "/dev/ttyS1";
+const SYSRQ_TRIGGER: &str = "/proc/sysrq-trigger";
+const LKDTM_DIRECT: &str = "/sys/kernel/debug/provoke-crash/DIRECT";
+
+fn main() {
+    let verdict = panic::catch_unwind(run)
+        .unwrap_or_else(|payload| Verdict::error(format!("init panic: {}", panic_text(&*payload))));
+    // Reporting must not be able to take PID 1 down either.
+    let _ = panic::catch_unwind(|| report(&verdict));
+    sys::reboot()
+}
+
+/// Prints a human line on the console. Errors are ignored: there is nobody
+/// to tell, and println! would panic.
+pub fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "bpflab-init: {line}");
+    let _ = out.flush();
+}
+
+/// Everything between boot and the verdict.
+fn run() -> Verdict {
+    let mounted = mount_all();
+    // Only now does /dev/console surely exist (devtmpfs).
+    sys::ensure_console_stdio();
+    if let Err(detail) = mounted {
+        return Verdict::error(detail);
+    }
+
+    let config = match read_config() {
+        Ok(c) => c,
+        Err(detail) => return Verdict::error(detail),
+    };
+
+    match config.inject {
+        Some(Inject::Panic) => return inject_panic(),
+        Some(Inject::Warn) => {
+            if let Err(detail) = inject_warn() {
+                return Verdict::error(detail);
+            }
+        }
+        Some(Inject::Hang) | None => {}
+    }
+
+    let verdict = run_program(&config);
+
+    if config.inject == Some(Inject::Hang) {
+        say(&format!(
+            "inject=hang: program gave {}, withholding the verdict forever",
+            verdict.line().trim_end()
+        ));
+        sys::sleep_forever();
+    }
+    verdict
+}
+
+/// Mounts every filesystem in `sys::MOUNTS`; the first hard failure wins.
+fn mount_all() -> Result<(), String> {
+    for m in sys::MOUNTS {
+        match sys::mount(m) {
+            Ok(sys::Mounted::Yes) => {}
+            Ok(sys::Mounted::Absent(why)) => say(&format!("{} not available ({why})", m.fstype)),
+            Err(detail) => {
+                say(&format!("error: {detail}"));
+                return Err(detail);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads and parses /proc/cmdline, printing any warnings.
+fn read_config() -> Result<Config, String> {
+    let text = std::fs::read_to_string("/proc/cmdline")
+        .map_err(|e| sys::describe("read /proc/cmdline", &e))?;
+    let config = cmdline::parse(&text).map_err(|e| {
+        say(&format!("error: kernel command line: {e}"));
+        format!("cmdline: {e}")
+    })?;
+    for w in &config.warnings {
+        say(&format!("warning: {w}"));
+    }
+    Ok(config)
+}
+
+/// Crashes the kernel on purpose so the host can test its panic detection.
+/// Returning at all means the crash did not happen.
+fn inject_panic() -> Verdict {
+    say("inject=panic: crashing the kernel via sysrq-trigger");
+    match sys::write_control(SYSRQ_TRIGGER, "c") {
+        Ok(()) => Verdict::error("inject panic: kernel survived sysrq c"),
+        Err(detail) => Verdict::error(format!("inject panic: {detail}")),
+    }
+}
+
+/// Provokes a real kernel WARNING (lkdtm) so the host can test that it
+/// notices warnings in the console log even when the tests pass.
+fn inject_warn() -> Result<(), String> {
+    say("inject=warn: provoking a kernel WARNING via lkdtm");
+    sys::write_control(LKDTM_DIRECT, "WARNING").map_err(|d| format!("inject warn: {d}"))
+}
+
+/// Runs the selected program with inherited stdio and maps how it ended.
+fn run_program(config: &Config) -> Verdict {
+    let name = config.program.name();
+    let path = config.program.path();
+    // The host measures boot-to-first-test from this line.
+    say(&format!("starting {name} at {}s", sys::uptime()));
+    let status = Command::new(&path)
+        .args(cmdline::program_args(config, RESULTS))
+        .env("PATH", "/bin")
+        .env("RUST_BACKTRACE", "1")
+        .status();
+    match status {
+        Err(e) => Verdict::error(sys::describe(&format!("exec {path}"), &e)),
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(code), _) => verdict::from_exit(Exit::Code(code)),
+            (None, Some(sig)) => verdict::from_exit(Exit::Signal(sig)),
+            (None, None) => Verdict::error(format!("unknown wait status {st:?}")),
+        },
+    }
+}
+
+/// Sends the verdict to the host and a readable copy to the console.
+fn report(verdict: &Verdict) {
+    let line = verdict.line();
+    say(&format!(
+        "verdict: {}",
+        line.trim_start_matches("BPFLAB-VERDICT ").trim_end()
+    ));
+    if let Err(detail) = sys::write_serial_line(RESULTS, &line) {
+        say(&format!("error: could not send the verdict: {detail}"));
+    }
+}
+
+/// The message of a panic payload (`panic!` gives &str or String).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(non-string payload)".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_payloads() {
+        let p = panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+        assert_eq!(panic_text(&*p), "boom 1");
+        let p = panic::catch_unwind(|| panic!("static")).unwrap_err();
+        assert_eq!(panic_text(&*p), "static");
+        let p = panic::catch_unwind(|| std::panic::panic_any(7u8)).unwrap_err();
+        assert_eq!(panic_text(&*p), "(non-string payload)");
+    }
+}

@@ -1,0 +1,154 @@
+//! The guest image: the static /init and test binaries packed into an
+//! uncompressed newc initramfs. Everything is built here; nothing is
+//! downloaded at run time.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use xshell::cmd;
+
+/// The guest's target; binaries are static-pie so they need no libraries.
+const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// One entry of the initramfs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    Dir {
+        path: String,
+    },
+    File {
+        path: String,
+        contents: Vec<u8>,
+        mode: u32,
+    },
+    CharDev {
+        path: String,
+        major: u32,
+        minor: u32,
+    },
+}
+
+/// Builds the guest binaries and writes the initramfs; returns its path.
+pub fn build() -> Result<PathBuf> {
+    let sh = crate::project::shell()?;
+    let target_dir = crate::project::root().join("target/guest");
+    let _env = (
+        sh.push_env("RUSTFLAGS", "-C target-feature=+crt-static"),
+        sh.push_env("CARGO_TARGET_DIR", &target_dir),
+    );
+    crate::status!(
+        "guest",
+        "building the static guest binaries (init, selftests, bench)"
+    );
+    cmd!(
+        sh,
+        "cargo build --quiet --release --target {GUEST_TARGET} -p guest-init -p selftests -p bench"
+    )
+    .run()
+    .context("building the guest binaries (cargo build for the guest failed)")?;
+    let bin = target_dir.join(GUEST_TARGET).join("release");
+    let read = |name: &str| {
+        let path = bin.join(name);
+        fs::read(&path).with_context(|| format!("reading the guest binary {}", path.display()))
+    };
+    let entries = layout(read("init")?, read("selftests")?, read("bench")?);
+    let out = target_dir.join("initramfs.cpio");
+    let mut file = fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    write_newc(&entries, &mut file).with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+/// What the guest's root file system holds.
+pub fn layout(init: Vec<u8>, selftests: Vec<u8>, bench: Vec<u8>) -> Vec<Entry> {
+    let dir = |p: &str| Entry::Dir { path: p.into() };
+    let exe = |p: &str, contents| Entry::File {
+        path: p.into(),
+        contents,
+        mode: 0o755,
+    };
+    vec![
+        dir("bin"),
+        dir("dev"),
+        // The kernel opens /dev/console for /init's stdio before anything
+        // is mounted, so the node must be in the archive itself.
+        Entry::CharDev {
+            path: "dev/console".into(),
+            major: 5,
+            minor: 1,
+        },
+        dir("proc"),
+        dir("sys"),
+        dir("tmp"),
+        exe("init", init),
+        exe("bin/selftests", selftests),
+        exe("bin/bench", bench),
+    ]
+}
+
+/// Writes `entries` as a newc cpio archive.
+pub fn write_newc(entries: &[Entry], mut w: impl Write) -> Result<()> {
+    use cpio::newc::{trailer, Builder};
+    for (ino, entry) in (1u32..).zip(entries) {
+        let (builder, contents): (Builder, &[u8]) = match entry {
+            Entry::Dir { path } => (Builder::new(path).mode(0o040755).nlink(2), &[]),
+            Entry::File {
+                path,
+                contents,
+                mode,
+            } => (Builder::new(path).mode(0o100000 | mode).nlink(1), contents),
+            Entry::CharDev { path, major, minor } => (
+                Builder::new(path)
+                    .mode(0o020600)
+                    .nlink(1)
+                    .rdev_major(*major)
+                    .rdev_minor(*minor),
+                &[],
+            ),
+        };
+        let size = u32::try_from(contents.len()).context("guest file larger than 4 GiB")?;
+        let mut writer = builder.ino(ino).write(&mut w, size);
+        writer.write_all(contents)?;
+        writer.finish()?;
+    }
+    trailer(&mut w)?;
+    Ok(())
+}
+
+/// Reads back the names in a newc archive (for tests and diagnostics).
+#[cfg(test)]
+pub fn list_newc(mut data: &[u8]) -> Result<Vec<(String, u32, u32)>> {
+    let mut names = Vec::new();
+    loop {
+        let reader = cpio::newc::Reader::new(data)?;
+        if reader.entry().is_trailer() {
+            break;
+        }
+        let e = reader.entry();
+        names.push((e.name().to_string(), e.mode(), e.file_size()));
+        data = reader.finish()?;
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_has_init_console_and_binaries() {
+        let entries = layout(b"INIT".to_vec(), b"TESTS".to_vec(), b"BENCH".to_vec());
+        let mut buf = Vec::new();
+        write_newc(&entries, &mut buf).unwrap();
+        let listed = list_newc(&buf).unwrap();
+        let find = |n: &str| listed.iter().find(|e| e.0 == n).cloned();
+        assert_eq!(find("init"), Some(("init".into(), 0o100755, 4)));
+        assert_eq!(find("bin/selftests").unwrap().2, 5);
+        assert_eq!(find("dev/console").unwrap().1 & 0o170000, 0o020000);
+        assert_eq!(find("tmp").unwrap().1 & 0o170000, 0o040000);
+        // newc: 110-byte headers, 4-byte alignment, a TRAILER!!! at the end.
+        assert_eq!(buf.len() % 4, 0);
+        assert!(buf.windows(10).any(|w| w == b"TRAILER!!!"));
+    }
+}

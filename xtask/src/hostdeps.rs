@@ -1,0 +1,164 @@
+//! Host tools the harness needs, checked before any long step. On Debian
+//! or Ubuntu as root the missing ones are installed with apt-get; anywhere
+//! else the error lists them with the command that installs them.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+/// One requirement: satisfied when any of `paths` exists or `command` is on
+/// PATH; installed by the Debian package `package`.
+#[derive(Debug, Clone, Copy)]
+pub struct Dep {
+    pub what: &'static str,
+    pub command: Option<&'static str>,
+    pub paths: &'static [&'static str],
+    pub package: &'static str,
+}
+
+const fn tool(command: &'static str, package: &'static str) -> Dep {
+    Dep {
+        what: command,
+        command: Some(command),
+        paths: &[],
+        package,
+    }
+}
+
+const fn file(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Dep {
+    Dep {
+        what,
+        command: None,
+        paths,
+        package,
+    }
+}
+
+/// What building a kernel needs.
+pub const BUILD: &[Dep] = &[
+    tool("make", "make"),
+    tool("gcc", "gcc"),
+    tool("flex", "flex"),
+    tool("bison", "bison"),
+    tool("bc", "bc"),
+    tool("perl", "perl"),
+    tool("git", "git"),
+    tool("xz", "xz-utils"),
+    tool("cpio", "cpio"),
+    tool("ccache", "ccache"),
+    file(
+        "libelf headers",
+        &["/usr/include/gelf.h", "/usr/include/libelf.h"],
+        "libelf-dev",
+    ),
+    file(
+        "OpenSSL headers",
+        &["/usr/include/openssl/ssl.h"],
+        "libssl-dev",
+    ),
+];
+
+/// The default kernel source.
+pub const DEFAULT_SOURCE: &[Dep] = &[file(
+    "kernel source tarball",
+    &[crate::source::DEFAULT_TARBALL],
+    crate::source::DEFAULT_PACKAGE,
+)];
+
+/// What booting a kernel needs.
+pub const BOOT: &[Dep] = &[tool("qemu-system-x86_64", "qemu-system-x86")];
+
+pub fn is_satisfied(dep: &Dep, on_path: impl Fn(&str) -> bool) -> bool {
+    dep.command.is_some_and(&on_path) || dep.paths.iter().any(|p| Path::new(p).exists())
+}
+
+pub fn missing(deps: &[Dep]) -> Vec<Dep> {
+    deps.iter()
+        .filter(|d| !is_satisfied(d, on_path))
+        .copied()
+        .collect()
+}
+
+pub fn on_path(command: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
+}
+
+/// The command that installs `deps`, for error messages.
+pub fn install_hint(deps: &[Dep]) -> String {
+    let mut pkgs: Vec<&str> = deps.iter().map(|d| d.package).collect();
+    pkgs.sort();
+    pkgs.dedup();
+    format!("apt-get install {}", pkgs.join(" "))
+}
+
+/// Makes sure `deps` are present, installing them when we can.
+pub fn ensure(deps: &[Dep]) -> Result<()> {
+    let missing = missing(deps);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = missing.iter().map(|d| d.what).collect();
+    let hint = install_hint(&missing);
+    if !can_apt_install() {
+        bail!(
+            "missing host tools: {}; install them with `{hint}` (as root) and run again",
+            names.join(", ")
+        );
+    }
+    crate::status!("deps", "installing {}: {hint}", names.join(", "));
+    let sh = crate::project::shell()?;
+    sh.set_var("DEBIAN_FRONTEND", "noninteractive");
+    let pkgs: Vec<&str> = missing.iter().map(|d| d.package).collect();
+    xshell::cmd!(sh, "apt-get update -qq")
+        .quiet()
+        .run()
+        .context("running apt-get update")?;
+    xshell::cmd!(
+        sh,
+        "apt-get install -y -qq --no-install-recommends {pkgs...}"
+    )
+    .quiet()
+    .run()
+    .with_context(|| format!("installing host packages with `{hint}`"))?;
+    let still = self::missing(&missing);
+    if !still.is_empty() {
+        let names: Vec<&str> = still.iter().map(|d| d.what).collect();
+        bail!("still missing after apt-get install: {}", names.join(", "));
+    }
+    Ok(())
+}
+
+fn can_apt_install() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && on_path("apt-get")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn satisfied_by_command_or_file() {
+        let none = |_: &str| false;
+        let all = |_: &str| true;
+        assert!(is_satisfied(&tool("make", "make"), all));
+        assert!(!is_satisfied(&tool("make", "make"), none));
+        assert!(is_satisfied(&file("root", &["/"], "x"), none));
+        assert!(!is_satisfied(
+            &file("nothing", &["/nonexistent/x"], "x"),
+            all
+        ));
+    }
+
+    #[test]
+    fn hint_names_each_package_once() {
+        let deps = [
+            tool("flex", "flex"),
+            tool("bison", "bison"),
+            tool("flex", "flex"),
+        ];
+        assert_eq!(install_hint(&deps), "apt-get install bison flex");
+    }
+}

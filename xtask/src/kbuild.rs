@@ -1,0 +1,259 @@
+//! Running the kernel's make out of tree, incrementally, through ccache,
+//! with a log, progress lines and recovery from an interrupted build.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cache::{read_stamp, write_atomic};
+use crate::kconfig;
+
+const BUILDING: &str = ".bpflab-building";
+const BUILT: &str = ".bpflab-built";
+const CONFIGURED: &str = ".bpflab-configured";
+
+pub struct BuildRequest<'a> {
+    /// Label for status lines ("patched", "base-debug", ...).
+    pub name: &'a str,
+    pub tree: &'a Path,
+    /// A direct child of `tree`, so kbuild uses relative paths (srctree
+    /// "..") and ccache hits across the base and patched trees.
+    pub build_dir: PathBuf,
+    pub fragments: Vec<PathBuf>,
+    /// Changes whenever the tree's content does.
+    pub tree_key: String,
+    pub ccache_dir: PathBuf,
+    pub jobs: usize,
+}
+
+pub struct Built {
+    pub bzimage: PathBuf,
+    pub vmlinux: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+pub fn build(req: &BuildRequest) -> Result<Built> {
+    fs::create_dir_all(&req.build_dir)
+        .with_context(|| format!("creating {}", req.build_dir.display()))?;
+    recover_interrupted(&req.build_dir)?;
+    let frag_hash = kconfig::fragments_hash(&req.fragments)?;
+    let config = req.build_dir.join(".config");
+    let log = req.build_dir.join("build.log");
+    if read_stamp(&req.build_dir.join(CONFIGURED)) != frag_hash || !config.exists() {
+        let started = Instant::now();
+        crate::status!(
+            req.name,
+            "configuring (allnoconfig + {})",
+            names(&req.fragments)
+        );
+        kconfig::configure(
+            req.tree,
+            &req.build_dir,
+            &req.fragments,
+            &req.build_dir.join("config.log"),
+        )?;
+        write_atomic(&req.build_dir.join(CONFIGURED), frag_hash.as_bytes())?;
+        crate::status!(req.name, "configured in {:.1?}", started.elapsed());
+    }
+    let cc = if crate::hostdeps::on_path("ccache") {
+        "ccache gcc"
+    } else {
+        "gcc"
+    };
+    let stamp = format!(
+        "{}\n{frag_hash}\n{cc}\n{}\n",
+        req.tree_key,
+        compiler_version()
+    );
+    let bzimage = req.build_dir.join("arch/x86/boot/bzImage");
+    let vmlinux = req.build_dir.join("vmlinux");
+    let built = Built {
+        bzimage: bzimage.clone(),
+        vmlinux: vmlinux.clone(),
+        config,
+        log: log.clone(),
+    };
+    if read_stamp(&req.build_dir.join(BUILT)) == stamp && bzimage.exists() && vmlinux.exists() {
+        crate::status!(req.name, "up to date: {}", bzimage.display());
+        return Ok(built);
+    }
+    let _ = fs::remove_file(req.build_dir.join(BUILT));
+    fs::write(req.build_dir.join(BUILDING), "")?;
+    run_make(req, cc, &log)?;
+    fs::remove_file(req.build_dir.join(BUILDING))?;
+    write_atomic(&req.build_dir.join(BUILT), stamp.as_bytes())?;
+    Ok(built)
+}
+
+fn names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+fn compiler_version() -> String {
+    Command::new("gcc")
+        .arg("--version")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// A build killed half way may leave truncated objects that look newer
+/// than their sources. Everything written after the interrupted build
+/// started is suspect: remove it, and make (with ccache) redoes just that.
+fn recover_interrupted(build_dir: &Path) -> Result<()> {
+    let marker = build_dir.join(BUILDING);
+    let Ok(meta) = fs::metadata(&marker) else {
+        return Ok(());
+    };
+    let since = meta.modified()?;
+    let removed = remove_newer_than(build_dir, since)?;
+    crate::status!(
+        "build",
+        "an earlier build in {} was interrupted: removed {removed} file(s) it wrote, rebuilding them",
+        build_dir.display()
+    );
+    fs::remove_file(&marker)?;
+    Ok(())
+}
+
+fn remove_newer_than(dir: &Path, since: SystemTime) -> Result<usize> {
+    let mut removed = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            removed += remove_newer_than(&path, since)?;
+        } else if entry.file_name().to_string_lossy().starts_with(".bpflab-")
+            || entry.file_name() == ".config"
+        {
+            continue;
+        } else if entry.metadata()?.modified()? >= since {
+            fs::remove_file(&path)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// The make command line, as data.
+pub fn make_args(build_dir_name: &str, jobs: usize, cc: &str) -> Vec<String> {
+    vec![
+        format!("O={build_dir_name}"),
+        format!("-j{jobs}"),
+        format!("CC={cc}"),
+        "KBUILD_BUILD_USER=bpflab".into(),
+        "KBUILD_BUILD_HOST=bpflab".into(),
+        "bzImage".into(),
+    ]
+}
+
+fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
+    let dir_name = req
+        .build_dir
+        .file_name()
+        .context("build directory has no name")?
+        .to_string_lossy()
+        .into_owned();
+    let args = make_args(&dir_name, req.jobs, cc);
+    crate::status!(req.name, "make {} (log: {})", args.join(" "), log.display());
+    let log_file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let started = Instant::now();
+    let mut child = Command::new("make")
+        .args(&args)
+        .current_dir(req.tree)
+        .env("CCACHE_DIR", &req.ccache_dir)
+        .env("CCACHE_MAXSIZE", "5G")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .context("starting make")?;
+    let mut last_report = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        if last_report.elapsed() >= Duration::from_secs(60) {
+            last_report = Instant::now();
+            let text = fs::read_to_string(log).unwrap_or_default();
+            let objects = text.lines().filter(|l| l.starts_with("  CC ")).count();
+            crate::status!(
+                req.name,
+                "building: {} compiled so far, {:.0?} elapsed",
+                objects,
+                started.elapsed()
+            );
+        }
+    };
+    let text = fs::read_to_string(log).unwrap_or_default();
+    if !status.success() {
+        bail!(
+            "building the {} kernel failed ({status}); full log: {}\n{}",
+            req.name,
+            log.display(),
+            kconfig::last_lines(&text, 25)
+        );
+    }
+    crate::status!(req.name, "built in {:.0?}", started.elapsed());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn make_args_are_out_of_tree_and_parallel() {
+        let args = make_args("_build-default", 3, "ccache gcc");
+        assert_eq!(args[0], "O=_build-default");
+        assert_eq!(args[1], "-j3");
+        assert_eq!(args[2], "CC=ccache gcc");
+        assert_eq!(args.last().unwrap(), "bzImage");
+    }
+
+    #[test]
+    fn interrupted_build_output_is_removed() {
+        let t = crate::cache::tempdir();
+        fs::create_dir_all(t.join("kernel/bpf")).unwrap();
+        fs::write(t.join("kernel/bpf/old.o"), "complete").unwrap();
+        fs::write(t.join(".config"), "CONFIG_X=y").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        for f in ["kernel/bpf/old.o", ".config"] {
+            fs::File::options()
+                .write(true)
+                .open(t.join(f))
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        fs::write(t.join(BUILDING), "").unwrap();
+        fs::write(t.join("kernel/bpf/half.o"), "trunc").unwrap();
+        recover_interrupted(&t).unwrap();
+        assert!(t.join("kernel/bpf/old.o").exists());
+        assert!(t.join(".config").exists());
+        assert!(!t.join("kernel/bpf/half.o").exists());
+        assert!(!t.join(BUILDING).exists());
+        fs::remove_dir_all(t).unwrap();
+    }
+}

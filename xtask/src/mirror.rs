@@ -1,0 +1,282 @@
+//! A hard-link mirror of a kernel tree: a cheap copy we own, whose files
+//! share inodes (and so contents and mtimes) with the source. Builds and
+//! patches happen in the mirror, never in the source.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+/// What a sync did, and a fingerprint of the source's state.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    pub linked: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Hash of (path, inode, size, mtime) of every source file: changes
+    /// whenever a file is edited in place, replaced, added or removed.
+    pub fingerprint: String,
+}
+
+/// Paths in a source tree that would make an out-of-tree build refuse to
+/// run (artifacts of an in-tree build) or that are not source at all.
+pub fn is_source_artifact(rel: &Path) -> bool {
+    let s = rel.to_string_lossy();
+    s == ".git"
+        || s == ".config"
+        || s == ".config.old"
+        || s == "include/config"
+        || s == "include/generated"
+        || (s.starts_with("arch/") && s.ends_with("/include/generated"))
+}
+
+/// Paths at the top of a mirror that belong to us: build directories and
+/// stamps. They are neither mirrored nor removed.
+pub fn is_ours(rel: &Path) -> bool {
+    let s = rel.to_string_lossy();
+    !s.contains('/') && (s.starts_with("_build-") || s.starts_with(".bpflab-"))
+}
+
+/// Makes `dst` a hard-link mirror of `src`. Paths in `keep` (relative) are
+/// left alone in `dst`: they are the patched files, real copies.
+pub fn sync(src: &Path, dst: &Path, keep: &HashSet<PathBuf>) -> Result<SyncReport> {
+    fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
+    let mut report = SyncReport::default();
+    let mut hasher = Sha256::new();
+    let mut seen = HashSet::new();
+    link_dir(
+        src,
+        dst,
+        Path::new(""),
+        keep,
+        &mut report,
+        &mut hasher,
+        &mut seen,
+    )?;
+    prune_dir(dst, Path::new(""), keep, &seen, &mut report)?;
+    report.fingerprint = hex::encode(hasher.finalize());
+    Ok(report)
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .collect::<io::Result<_>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}
+
+fn link_dir(
+    src_root: &Path,
+    dst_root: &Path,
+    rel: &Path,
+    keep: &HashSet<PathBuf>,
+    report: &mut SyncReport,
+    hasher: &mut Sha256,
+    seen: &mut HashSet<PathBuf>,
+) -> Result<()> {
+    for entry in sorted_entries(&src_root.join(rel))? {
+        let rel_child = rel.join(entry.file_name());
+        if is_source_artifact(&rel_child) || is_ours(&rel_child) {
+            continue;
+        }
+        seen.insert(rel_child.clone());
+        let src = src_root.join(&rel_child);
+        let dst = dst_root.join(&rel_child);
+        let meta =
+            fs::symlink_metadata(&src).with_context(|| format!("reading {}", src.display()))?;
+        hasher.update(rel_child.as_os_str().as_encoded_bytes());
+        hasher.update(
+            format!(
+                "\0{}\0{}\0{}.{}\n",
+                meta.ino(),
+                meta.size(),
+                meta.mtime(),
+                meta.mtime_nsec()
+            )
+            .as_bytes(),
+        );
+        if meta.is_dir() {
+            match fs::symlink_metadata(&dst) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    fs::remove_file(&dst)?;
+                    fs::create_dir(&dst)?;
+                }
+                Err(_) => {
+                    fs::create_dir(&dst).with_context(|| format!("creating {}", dst.display()))?
+                }
+            }
+            link_dir(src_root, dst_root, &rel_child, keep, report, hasher, seen)?;
+        } else if keep.contains(&rel_child) {
+            report.unchanged += 1;
+        } else if meta.file_type().is_symlink() {
+            let target = fs::read_link(&src)?;
+            if fs::read_link(&dst).ok().as_ref() == Some(&target) {
+                report.unchanged += 1;
+            } else {
+                remove_any(&dst)?;
+                std::os::unix::fs::symlink(&target, &dst)
+                    .with_context(|| format!("creating symlink {}", dst.display()))?;
+                report.linked += 1;
+            }
+        } else {
+            let same_inode = fs::symlink_metadata(&dst)
+                .map(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+                .unwrap_or(false);
+            if same_inode {
+                report.unchanged += 1;
+            } else {
+                remove_any(&dst)?;
+                link_or_copy(&src, &dst)?;
+                report.linked += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prune_dir(
+    dst_root: &Path,
+    rel: &Path,
+    keep: &HashSet<PathBuf>,
+    seen: &HashSet<PathBuf>,
+    report: &mut SyncReport,
+) -> Result<()> {
+    for entry in sorted_entries(&dst_root.join(rel))? {
+        let rel_child = rel.join(entry.file_name());
+        if is_ours(&rel_child) || keep.contains(&rel_child) {
+            continue;
+        }
+        let path = dst_root.join(&rel_child);
+        if !seen.contains(&rel_child) {
+            remove_any(&path)?;
+            report.removed += 1;
+        } else if entry.file_type()?.is_dir() {
+            prune_dir(dst_root, &rel_child, keep, seen, report)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_any(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            fs::remove_dir_all(path).with_context(|| format!("removing {}", path.display()))
+        }
+        Ok(_) => fs::remove_file(path).with_context(|| format!("removing {}", path.display())),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Hard-links `src` to `dst`; across file systems, copies it instead
+/// (keeping the mtime, so make sees the source's age).
+fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
+    match fs::hard_link(src, dst) {
+        Ok(()) => Ok(()),
+        Err(err) if err.raw_os_error() == Some(libc_exdev()) => {
+            fs::copy(src, dst).with_context(|| format!("copying {}", src.display()))?;
+            let mtime = fs::metadata(src)?.modified()?;
+            fs::File::options()
+                .write(true)
+                .open(dst)?
+                .set_modified(mtime)?;
+            Ok(())
+        }
+        Err(err) => {
+            Err(err).with_context(|| format!("hard-linking {} to {}", src.display(), dst.display()))
+        }
+    }
+}
+
+const fn libc_exdev() -> i32 {
+    18 // EXDEV on Linux
+}
+
+/// Replaces `rel` in `dst` by a real copy of `src/rel` (a fresh inode with
+/// a fresh mtime), so that patching it cannot reach the source and make
+/// rebuilds whatever depends on it. A file absent from `src` is removed.
+pub fn replace_with_copy(src: &Path, dst: &Path, rel: &Path) -> Result<()> {
+    let from = src.join(rel);
+    let to = dst.join(rel);
+    remove_any(&to)?;
+    if from.exists() {
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::copy(&from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tempdir;
+
+    fn write(p: &Path, s: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, s).unwrap();
+    }
+
+    #[test]
+    fn mirror_links_skips_artifacts_and_prunes() {
+        let t = tempdir();
+        let (src, dst) = (t.join("src"), t.join("dst"));
+        write(&src.join("Makefile"), "all:\n");
+        write(&src.join("kernel/bpf/arraymap.c"), "int x;\n");
+        write(&src.join(".config"), "CONFIG_X=y\n");
+        write(&src.join("include/generated/autoconf.h"), "\n");
+        write(&src.join(".git/HEAD"), "ref\n");
+        let r1 = sync(&src, &dst, &HashSet::new()).unwrap();
+        assert_eq!(r1.linked, 2);
+        let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+        assert_eq!(ino(&src.join("Makefile")), ino(&dst.join("Makefile")));
+        assert!(!dst.join(".config").exists());
+        assert!(!dst.join("include/generated").exists());
+        assert!(!dst.join(".git").exists());
+
+        // Nothing changed: nothing to do, same fingerprint.
+        let r2 = sync(&src, &dst, &HashSet::new()).unwrap();
+        assert_eq!(r2.linked + r2.removed, 0);
+        assert_eq!(r1.fingerprint, r2.fingerprint);
+
+        // Our build dirs survive; a removed source file disappears; a
+        // replaced one is relinked; the fingerprint moves.
+        write(&dst.join("_build-default/.config"), "x");
+        fs::remove_file(src.join("Makefile")).unwrap();
+        fs::remove_file(src.join("kernel/bpf/arraymap.c")).unwrap();
+        write(&src.join("kernel/bpf/arraymap.c"), "int y;\n");
+        let r3 = sync(&src, &dst, &HashSet::new()).unwrap();
+        assert_eq!((r3.linked, r3.removed), (1, 1));
+        assert_ne!(r3.fingerprint, r2.fingerprint);
+        assert!(dst.join("_build-default/.config").exists());
+        assert_eq!(
+            fs::read_to_string(dst.join("kernel/bpf/arraymap.c")).unwrap(),
+            "int y;\n"
+        );
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    #[test]
+    fn kept_copies_are_left_alone_and_never_reach_the_source() {
+        let t = tempdir();
+        let (src, dst) = (t.join("src"), t.join("dst"));
+        write(&src.join("a.c"), "original\n");
+        sync(&src, &dst, &HashSet::new()).unwrap();
+        replace_with_copy(&src, &dst, Path::new("a.c")).unwrap();
+        fs::write(dst.join("a.c"), "patched\n").unwrap();
+        let keep: HashSet<PathBuf> = [PathBuf::from("a.c")].into();
+        let r = sync(&src, &dst, &keep).unwrap();
+        assert_eq!(r.linked + r.removed, 0);
+        assert_eq!(fs::read_to_string(src.join("a.c")).unwrap(), "original\n");
+        assert_eq!(fs::read_to_string(dst.join("a.c")).unwrap(), "patched\n");
+        fs::remove_dir_all(t).unwrap();
+    }
+}

@@ -1,0 +1,191 @@
+//! A small log-log line plot as SVG, enough for the benchmark's sweep.
+
+use std::fmt::Write as _;
+
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+const W: f64 = 760.0;
+const H: f64 = 460.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 230.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 50.0;
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+];
+
+/// Powers of ten spanning [lo, hi].
+fn decades(lo: f64, hi: f64) -> (i32, i32) {
+    (
+        lo.log10().floor() as i32,
+        hi.log10().ceil().max(lo.log10().floor() + 1.0) as i32,
+    )
+}
+
+pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    let pts = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0);
+    let (mut xmin, mut xmax, mut ymin, mut ymax) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        xmin = xmin.min(x);
+        xmax = xmax.max(x);
+        ymin = ymin.min(y);
+        ymax = ymax.max(y);
+    }
+    if xmin > xmax {
+        (xmin, xmax, ymin, ymax) = (1.0, 10.0, 1.0, 10.0);
+    }
+    let (xd0, xd1) = decades(xmin, xmax);
+    let (yd0, yd1) = decades(ymin, ymax);
+    let pw = W - LEFT - RIGHT;
+    let ph = H - TOP - BOTTOM;
+    let sx = |x: f64| LEFT + (x.log10() - xd0 as f64) / (xd1 - xd0) as f64 * pw;
+    let sy = |y: f64| TOP + ph - (y.log10() - yd0 as f64) / (yd1 - yd0) as f64 * ph;
+    let mut o = String::new();
+    writeln!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#).unwrap();
+    writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#).unwrap();
+    writeln!(
+        o,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        LEFT + pw / 2.0,
+        esc(title)
+    )
+    .unwrap();
+    for d in xd0..=xd1 {
+        let x = sx(10f64.powi(d));
+        writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/>"##,
+            TOP + ph
+        )
+        .unwrap();
+        writeln!(
+            o,
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">1e{d}</text>"#,
+            TOP + ph + 16.0
+        )
+        .unwrap();
+    }
+    for d in yd0..=yd1 {
+        let y = sy(10f64.powi(d));
+        writeln!(
+            o,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
+            LEFT + pw
+        )
+        .unwrap();
+        writeln!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">1e{d}</text>"#,
+            LEFT - 6.0,
+            y + 4.0
+        )
+        .unwrap();
+    }
+    writeln!(
+        o,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##
+    )
+    .unwrap();
+    writeln!(
+        o,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        LEFT + pw / 2.0,
+        H - 12.0,
+        esc(x_label)
+    )
+    .unwrap();
+    writeln!(
+        o,
+        r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        TOP + ph / 2.0,
+        esc(y_label)
+    )
+    .unwrap();
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let dash = if s.label.contains("touch") {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let path: Vec<String> = s
+            .points
+            .iter()
+            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+            .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
+            .collect();
+        writeln!(
+            o,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
+            path.join(" ")
+        )
+        .unwrap();
+        for p in &path {
+            let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+            writeln!(o, r#"<circle cx="{x}" cy="{y}" r="3" fill="{color}"/>"#).unwrap();
+        }
+        let ly = TOP + 10.0 + i as f64 * 18.0;
+        let lx = LEFT + pw + 12.0;
+        writeln!(o, r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>"#, lx + 24.0).unwrap();
+        writeln!(
+            o,
+            r#"<text x="{}" y="{}">{}</text>"#,
+            lx + 30.0,
+            ly + 4.0,
+            esc(&s.label)
+        )
+        .unwrap();
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_polyline_per_series_on_log_axes() {
+        let series = vec![
+            Series {
+                label: "base no access".into(),
+                points: vec![(4096.0, 5.0), (1073741824.0, 50000.0)],
+            },
+            Series {
+                label: "patched <no> access".into(),
+                points: vec![(4096.0, 1.0), (1073741824.0, 1.5)],
+            },
+        ];
+        let s = svg("t", "x", "y", &series);
+        assert!(s.starts_with("<svg"));
+        assert!(s.trim_end().ends_with("</svg>"));
+        assert_eq!(s.matches("<polyline").count(), 2);
+        assert!(
+            s.contains("1e3") && s.contains("1e10"),
+            "x decades 4096..1GiB"
+        );
+        assert!(s.contains("patched &lt;no&gt; access"));
+        // Log scale: the base line's two points are far apart vertically.
+        let base = s.lines().find(|l| l.starts_with("<polyline")).unwrap();
+        assert!(base.contains(&format!("{:.1},", LEFT)) || base.contains("points=\""));
+    }
+
+    #[test]
+    fn empty_input_still_draws_axes() {
+        let s = svg("t", "x", "y", &[]);
+        assert!(s.contains("<rect"));
+        assert_eq!(s.matches("<polyline").count(), 0);
+    }
+}

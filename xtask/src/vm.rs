@@ -1,0 +1,300 @@
+//! Running one guest under QEMU: the console read live into a bounded log,
+//! kernel splats and panics spotted as they happen, boot and overall
+//! timeouts enforced, and QEMU always reaped.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::console;
+use crate::qemu::{self, VmConfig};
+
+/// Console log cap: a guest flooding the console cannot fill the disk.
+pub const LOG_CAP_BYTES: u64 = 16 << 20;
+/// Console lines kept in memory for error messages.
+const TAIL_LINES: usize = 40;
+/// A console line longer than this is split (a flood without newlines).
+const MAX_LINE: usize = 4096;
+/// What /init prints when it hands over to the test program.
+pub const BOOTED_MARKER: &str = "bpflab-init: starting";
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub boot: Duration,
+    pub overall: Duration,
+}
+
+#[derive(Debug)]
+pub enum VmEnd {
+    /// QEMU exited by itself (the guest rebooted, or QEMU failed).
+    Exited {
+        code: Option<i32>,
+    },
+    BootTimeout,
+    Timeout,
+    /// KVM could not run this kernel; rerun under TCG.
+    KvmFailure(String),
+}
+
+#[derive(Debug)]
+pub struct VmOutcome {
+    pub end: VmEnd,
+    pub console_log: PathBuf,
+    pub tail: Vec<String>,
+    pub splats: Vec<String>,
+    pub panic: Option<String>,
+    /// Host seconds from QEMU start to /init starting the tests.
+    pub boot_secs: Option<f64>,
+    pub elapsed: Duration,
+    pub qemu_stderr: Vec<String>,
+}
+
+enum Line {
+    Console(String),
+    Stderr(String),
+}
+
+pub fn run(
+    cfg: &VmConfig,
+    console_log: &Path,
+    limits: &Limits,
+    allowlist: &[String],
+) -> Result<VmOutcome> {
+    // The results file must start empty: a stale verdict must never count.
+    fs::write(&cfg.results, b"").with_context(|| format!("creating {}", cfg.results.display()))?;
+    let args = qemu::qemu_args(cfg);
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: prctl is async-signal-safe; it makes the kernel kill QEMU if
+    // the harness dies, so no QEMU outlives its run.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().context(
+        "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
+    )?;
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().context("qemu stdout")?;
+    let stderr = child.stderr.take().context("qemu stderr")?;
+    let tx2 = tx.clone();
+    let out_reader =
+        std::thread::spawn(move || read_lines(stdout, |l| tx.send(Line::Console(l)).is_ok()));
+    let err_reader =
+        std::thread::spawn(move || read_lines(stderr, |l| tx2.send(Line::Stderr(l)).is_ok()));
+
+    let mut watch = Watcher {
+        log: BoundedLog::create(console_log)?,
+        tail: VecDeque::new(),
+        splats: Vec::new(),
+        panic: None,
+        boot_secs: None,
+        qemu_stderr: Vec::new(),
+        kvm_failure: None,
+        watch_kvm: cfg.accel == qemu::Accel::Kvm,
+        started,
+        allowlist,
+    };
+    let end = loop {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            watch.handle(line)?;
+        }
+        if let Some(line) = watch.kvm_failure.take() {
+            break VmEnd::KvmFailure(line);
+        }
+        if let Some(status) = child.try_wait()? {
+            break VmEnd::Exited {
+                code: status.code(),
+            };
+        }
+        let elapsed = started.elapsed();
+        if watch.boot_secs.is_none() && elapsed > limits.boot {
+            break VmEnd::BootTimeout;
+        }
+        if elapsed > limits.overall {
+            break VmEnd::Timeout;
+        }
+    };
+    // Reap QEMU whatever happened (killing an exited process is harmless).
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = out_reader.join();
+    let _ = err_reader.join();
+    for line in rx.try_iter() {
+        watch.handle(line)?;
+    }
+    watch.log.finish()?;
+    Ok(VmOutcome {
+        end,
+        console_log: console_log.to_path_buf(),
+        tail: watch.tail.into_iter().collect(),
+        splats: watch.splats,
+        panic: watch.panic,
+        boot_secs: watch.boot_secs,
+        elapsed: started.elapsed(),
+        qemu_stderr: watch.qemu_stderr,
+    })
+}
+
+/// What the harness notices in QEMU's output as it arrives.
+struct Watcher<'a> {
+    log: BoundedLog,
+    tail: VecDeque<String>,
+    splats: Vec<String>,
+    panic: Option<String>,
+    boot_secs: Option<f64>,
+    qemu_stderr: Vec<String>,
+    kvm_failure: Option<String>,
+    watch_kvm: bool,
+    started: Instant,
+    allowlist: &'a [String],
+}
+
+impl Watcher<'_> {
+    fn handle(&mut self, line: Line) -> Result<()> {
+        match line {
+            Line::Console(l) => {
+                self.log.write_line(&l)?;
+                if self.boot_secs.is_none() && l.contains(BOOTED_MARKER) {
+                    self.boot_secs = Some(self.started.elapsed().as_secs_f64());
+                }
+                if console::is_splat(&l, self.allowlist) {
+                    if self.panic.is_none() && console::is_panic(&l) {
+                        self.panic = Some(l.clone());
+                    }
+                    if self.splats.len() < 100 {
+                        self.splats.push(l.clone());
+                    }
+                }
+                if self.tail.len() == TAIL_LINES {
+                    self.tail.pop_front();
+                }
+                self.tail.push_back(l);
+            }
+            Line::Stderr(l) => {
+                self.log.write_line(&format!("[qemu stderr] {l}"))?;
+                if self.watch_kvm && qemu::is_kvm_failure(&l) {
+                    self.kvm_failure.get_or_insert_with(|| l.clone());
+                }
+                if self.qemu_stderr.len() < 50 {
+                    self.qemu_stderr.push(l);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits a byte stream into lines (lossy UTF-8, `\r` dropped, long lines
+/// split) and hands each to `sink` until it refuses or the stream ends.
+fn read_lines(stream: impl Read, mut sink: impl FnMut(String) -> bool) {
+    let mut reader = BufReader::new(stream);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = match reader
+            .by_ref()
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut buf)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let line = String::from_utf8_lossy(&buf[..n]);
+        let line = line.trim_end_matches(['\n', '\r']).replace('\r', "");
+        if !sink(line) {
+            return;
+        }
+    }
+}
+
+/// A log file that stops growing at LOG_CAP_BYTES and says so once.
+struct BoundedLog {
+    file: fs::File,
+    written: u64,
+    dropped_lines: u64,
+}
+
+impl BoundedLog {
+    fn create(path: &Path) -> Result<BoundedLog> {
+        Ok(BoundedLog {
+            file: fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            written: 0,
+            dropped_lines: 0,
+        })
+    }
+
+    fn write_line(&mut self, line: &str) -> Result<()> {
+        if self.written + line.len() as u64 + 1 > LOG_CAP_BYTES {
+            self.dropped_lines += 1;
+            return Ok(());
+        }
+        self.file.write_all(line.as_bytes())?;
+        self.file.write_all(b"\n")?;
+        self.written += line.len() as u64 + 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        if self.dropped_lines > 0 {
+            writeln!(
+                self.file,
+                "[harness] console log capped at {} MiB: {} later line(s) not kept",
+                LOG_CAP_BYTES >> 20,
+                self.dropped_lines
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_split_and_cleaned() {
+        let mut got = Vec::new();
+        let long = "x".repeat(MAX_LINE + 10);
+        let input = format!("a\r\nb\n{long}\nlast");
+        read_lines(input.as_bytes(), |l| {
+            got.push(l);
+            true
+        });
+        assert_eq!(got[0], "a");
+        assert_eq!(got[1], "b");
+        assert_eq!(got[2].len(), MAX_LINE);
+        assert_eq!(got[3].len(), 10);
+        assert_eq!(got[4], "last");
+    }
+
+    #[test]
+    fn log_is_bounded() {
+        let t = crate::cache::tempdir();
+        let path = t.join("console.log");
+        let mut log = BoundedLog::create(&path).unwrap();
+        let line = "y".repeat(1 << 16);
+        for _ in 0..((LOG_CAP_BYTES >> 16) + 50) {
+            log.write_line(&line).unwrap();
+        }
+        log.finish().unwrap();
+        let size = fs::metadata(&path).unwrap().len();
+        assert!(size <= LOG_CAP_BYTES + 200, "{size}");
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with("line(s) not kept\n"));
+        fs::remove_dir_all(t).unwrap();
+    }
+}
