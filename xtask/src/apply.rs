@@ -20,7 +20,9 @@ const STAMP: &str = ".bpflab-applied";
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Applied {
     series_hash: String,
-    source_fingerprint: String,
+    /// Of the pristine versions of the files the series touches only: an
+    /// edit elsewhere in the source needs a rebuild, not a re-apply.
+    touched_fingerprint: String,
     files: Vec<String>,
 }
 
@@ -38,11 +40,12 @@ pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<
     let report = mirror::sync(pristine, tree, &keep)?;
     let want = Applied {
         series_hash: series.hash(),
-        source_fingerprint: report.fingerprint.clone(),
+        touched_fingerprint: mirror::fingerprint_of(pristine, &series.touched_files())?,
         files: series.touched_files(),
     };
+    let tree_key = format!("{}+{}", report.fingerprint, want.series_hash);
     if old == want {
-        return Ok(format!("{}+{}", want.source_fingerprint, want.series_hash));
+        return Ok(tree_key);
     }
     crate::status!(
         "apply",
@@ -59,7 +62,7 @@ pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<
     }
     apply_all_or_nothing(tree, &series.patches)?;
     write_atomic(&stamp_path, serde_json::to_string_pretty(&want)?.as_bytes())?;
-    Ok(format!("{}+{}", want.source_fingerprint, want.series_hash))
+    Ok(tree_key)
 }
 
 /// Applies `patches` in order as one input to `git apply`, which changes

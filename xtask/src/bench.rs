@@ -14,7 +14,7 @@ use crate::build_kernel::SourceArgs;
 use crate::project::{self, EXIT_INFRA};
 use crate::qemu::GuestCommand;
 use crate::vmtest::{self, AccelPicker, VmArgs};
-use crate::{cache::Cache, guest_image, hostdeps, plot};
+use crate::{cache, guest_image, hostdeps, plot};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -252,8 +252,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let allowlist = vmtest::load_allowlist()?;
     let targets = vmtest::targets(&args.source, &args.vm)?;
     let initramfs = guest_image::build()?;
-    let run_dir = Cache::open(&project::cache_dir(args.source.cache_dir.as_deref())?)?
-        .new_run_dir("bench")?;
+    let run_dir = cache::new_run_dir(
+        &project::cache_dir(args.source.cache_dir.as_deref())?,
+        "bench",
+    )?;
     let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
     if repeat == 0 {
         bail!("--repeat 0: at least one boot per kernel is needed");

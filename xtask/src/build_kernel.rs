@@ -31,7 +31,7 @@ pub struct Args {
 
 /// Where the kernel comes from and where builds are kept; shared by every
 /// subcommand that needs kernels.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct SourceArgs {
     /// A kernel tree (directory or git checkout) or a .tar.xz/.tar.gz; it
     /// is only read. Default: Debian's linux-source-6.12.
@@ -41,6 +41,9 @@ pub struct SourceArgs {
     /// $XDG_CACHE_HOME/bpf-lazy-mmap, then ~/.cache/bpf-lazy-mmap).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The patch series to apply (a directory with a `series` file).
+    #[arg(long, value_name = "DIR", default_value_os_t = project::root().join("patches"))]
+    pub patches: PathBuf,
     /// Parallel make jobs (default: number of CPUs + 1).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -117,7 +120,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
     let started = Instant::now();
     let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
-    let series = Series::load(&project::root().join("patches"))?;
+    let series = Series::load(&args.patches)?;
     let mut deps = hostdeps::BUILD.to_vec();
     if source.is_default() {
         deps.extend_from_slice(hostdeps::DEFAULT_SOURCE);

@@ -68,20 +68,21 @@ impl Cache {
     pub fn manifest_path(&self) -> PathBuf {
         self.root.join("manifest.json")
     }
+}
 
-    /// A fresh directory for one vmtest or bench run's logs and reports.
-    pub fn new_run_dir(&self, what: &str) -> Result<PathBuf> {
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        let dir = self
-            .root
-            .join("runs")
-            .join(format!("{what}-{stamp}-{}", std::process::id()));
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(dir)
-    }
+/// A fresh directory for one vmtest or bench run's logs and reports. Its
+/// name is unique to the run, so no lock is needed: a run never waits for
+/// another run's kernel build just to write its logs.
+pub fn new_run_dir(cache_root: &Path, what: &str) -> Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let dir = cache_root
+        .join("runs")
+        .join(format!("{what}-{stamp}-{}", std::process::id()));
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// Prints one status line: `[stage] message`, to stderr so that `--json`

@@ -129,7 +129,13 @@ pub fn ensure(deps: &[Dep]) -> Result<()> {
     Ok(())
 }
 
+/// Set to 1 to never install anything, only report what is missing.
+pub const NO_INSTALL_ENV: &str = "BPF_LAZY_MMAP_NO_INSTALL";
+
 fn can_apt_install() -> bool {
+    if std::env::var_os(NO_INSTALL_ENV).is_some_and(|v| v == "1") {
+        return false;
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     root && on_path("apt-get")

@@ -7,6 +7,7 @@ mod apply;
 mod bench;
 mod build_kernel;
 mod cache;
+mod ci;
 mod console;
 mod guest_image;
 mod hostdeps;
@@ -43,6 +44,8 @@ enum Command {
     Vmtest(vmtest::Args),
     /// Reproduce the seed's timing table on each kernel, side by side.
     Bench(bench::Args),
+    /// Everything CI runs: checks, unit tests, kernels, vmtest, faults, bench.
+    Ci(ci::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -51,12 +54,13 @@ fn main() -> std::process::ExitCode {
         Command::BuildKernel(args) => build_kernel::run(args),
         Command::Vmtest(args) => vmtest::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Ci(args) => ci::run(args),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            std::process::ExitCode::from(project::EXIT_INFRA)
+            std::process::ExitCode::from(project::EXIT_SETUP)
         }
     }
 }

@@ -62,6 +62,28 @@ pub fn sync(src: &Path, dst: &Path, keep: &HashSet<PathBuf>) -> Result<SyncRepor
     Ok(report)
 }
 
+/// Fingerprint of just `files` (relative to `root`); a missing file counts.
+pub fn fingerprint_of(root: &Path, files: &[String]) -> Result<String> {
+    let mut hasher = Sha256::new();
+    for f in files {
+        hasher.update(f.as_bytes());
+        match fs::symlink_metadata(root.join(f)) {
+            Ok(m) => hasher.update(
+                format!(
+                    "\0{}\0{}\0{}.{}\n",
+                    m.ino(),
+                    m.size(),
+                    m.mtime(),
+                    m.mtime_nsec()
+                )
+                .as_bytes(),
+            ),
+            Err(_) => hasher.update(b"\0missing\n"),
+        }
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
 fn sorted_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
     let mut entries: Vec<_> = fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?

@@ -7,9 +7,11 @@ use xshell::Shell;
 
 /// Tests ran and at least one failed.
 pub const EXIT_TESTS_FAILED: u8 = 1;
-/// The tool or the VM could not do its job (bad input, build failure,
-/// boot failure, timeout, panic, missing verdict).
+/// The VM could not do its job: boot failure, timeout, panic, missing or
+/// doubled verdict.
 pub const EXIT_INFRA: u8 = 2;
+/// Nothing could be run: bad input, a missing tool, a failed build.
+pub const EXIT_SETUP: u8 = 3;
 
 /// Environment variable that overrides the cache directory.
 pub const CACHE_ENV: &str = "BPF_LAZY_MMAP_CACHE";

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::build_kernel::{self, Flavor, KernelSpec, SourceArgs};
-use crate::cache::Cache;
+use crate::cache;
 use crate::console::{self, GuestReport, Status, TestResult, Verdict};
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::qemu::{self, Accel, AccelChoice, GuestCommand, VmConfig};
@@ -322,10 +322,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let allowlist = load_allowlist()?;
     let targets = targets(&args.source, &args.vm)?;
     let initramfs = guest_image::build()?;
-    let run_dir = {
-        let cache = Cache::open(&project::cache_dir(args.source.cache_dir.as_deref())?)?;
-        cache.new_run_dir("vmtest")?
-    };
+    let run_dir = cache::new_run_dir(
+        &project::cache_dir(args.source.cache_dir.as_deref())?,
+        "vmtest",
+    )?;
     let mut picker = AccelPicker::new(args.vm.accel);
     let mut runs = Vec::new();
     let mut infra_errors = Vec::new();

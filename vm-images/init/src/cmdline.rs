@@ -30,6 +30,9 @@ pub enum Inject {
     Warn,
     /// Run the program, then never write a verdict.
     Hang,
+    /// Write far more to the console than the host keeps, then run the
+    /// program: the host must bound its log and still report.
+    Flood,
 }
 
 /// Kernel name used when the command line does not carry `bpflab.kernel`.
@@ -80,7 +83,12 @@ pub fn parse(cmdline: &str) -> Result<Config, String> {
                     "panic" => Inject::Panic,
                     "warn" => Inject::Warn,
                     "hang" => Inject::Hang,
-                    _ => return Err(format!("bad bpflab.inject={value:?} (panic|warn|hang)")),
+                    "flood" => Inject::Flood,
+                    _ => {
+                        return Err(format!(
+                            "bad bpflab.inject={value:?} (panic|warn|hang|flood)"
+                        ))
+                    }
                 })
             }
             _ => warnings.push(format!("ignoring unknown key bpflab.{key}")),
@@ -203,6 +211,7 @@ mod tests {
             ("panic", Inject::Panic),
             ("warn", Inject::Warn),
             ("hang", Inject::Hang),
+            ("flood", Inject::Flood),
         ] {
             let c = parse(&format!("bpflab.kernel=k bpflab.inject={word}")).unwrap();
             assert_eq!(c.inject, Some(want));

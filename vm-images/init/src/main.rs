@@ -59,6 +59,7 @@ fn run() -> Verdict {
                 return Verdict::error(detail);
             }
         }
+        Some(Inject::Flood) => flood_console(),
         Some(Inject::Hang) | None => {}
     }
 
@@ -118,6 +119,28 @@ fn inject_panic() -> Verdict {
 fn inject_warn() -> Result<(), String> {
     say("inject=warn: provoking a kernel WARNING via lkdtm");
     sys::write_control(LKDTM_DIRECT, "WARNING").map_err(|d| format!("inject warn: {d}"))
+}
+
+/// Bytes written by the flood injection: more than the host's 16 MiB log cap.
+const FLOOD_BYTES: usize = 24 << 20;
+
+/// Floods the console so the host can test that its log stays bounded.
+fn flood_console() {
+    use std::io::Write;
+    say("inject=flood: writing 24 MiB to the console");
+    let line = [b'#'; 1023];
+    let mut out = std::io::stdout().lock();
+    for _ in 0..FLOOD_BYTES / 1024 {
+        // A console that stops taking output is the host's problem to report.
+        if out
+            .write_all(&line)
+            .and_then(|()| out.write_all(b"\n"))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = out.flush();
 }
 
 /// Runs the selected program with inherited stdio and maps how it ended.

@@ -1,0 +1,435 @@
+//! The harness's own failure paths, each provoked for real: these boot
+//! kernels and run builds, so they are ignored by a plain `cargo test` and
+//! run by `cargo xtask ci` (`cargo test -p xtask --test faults -- --ignored`).
+//! They need the base and patched kernels built (`cargo xtask build-kernel`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
+const TESTS_FAILED: i32 = 1;
+const VM_FAILED: i32 = 2;
+const SETUP_FAILED: i32 = 3;
+
+fn xtask(args: &[&str]) -> Command {
+    let mut c = Command::new(XTASK);
+    c.args(args).stdin(Stdio::null());
+    c
+}
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out: Output = xtask(args).output().expect("running xtask");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The manifest of the already-built kernels.
+fn manifest() -> serde_json::Value {
+    let out = xtask(&["build-kernel", "--json"])
+        .output()
+        .expect("build-kernel --json");
+    assert!(
+        out.status.success(),
+        "build-kernel failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("manifest JSON")
+}
+
+fn kernel_path(m: &serde_json::Value, name: &str, field: &str) -> PathBuf {
+    let k = m["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == name)
+        .unwrap();
+    PathBuf::from(k[field].as_str().unwrap())
+}
+
+/// PIDs of QEMU processes whose command line mentions `needle`.
+fn qemu_pids(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.starts_with("qemu-system-x86_64") && cmd.contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // The field after the ")" that closes the command name is the state, then the ppid.
+        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+        if after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok())
+            == Some(parent)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn wait_with_deadline(child: &mut Child, limit: Duration) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        assert!(
+            start.elapsed() < limit,
+            "xtask did not finish within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn guest_panic_is_a_vm_failure() {
+    let (code, text) = run(&["vmtest", "--kernel", "patched", "--inject", "panic"]);
+    assert_eq!(code, VM_FAILED, "{text}");
+    assert!(text.contains("the kernel panicked"), "{text}");
+    assert!(
+        text.contains("sysrq"),
+        "the message should quote the panic line: {text}"
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn hung_guest_is_killed_at_the_timeout() {
+    let (code, text) = run(&[
+        "vmtest",
+        "--kernel",
+        "patched",
+        "--inject",
+        "hang",
+        "--timeout",
+        "45",
+        "--",
+        "t03",
+    ]);
+    assert_eq!(code, VM_FAILED, "{text}");
+    assert!(text.contains("the guest hung"), "{text}");
+    assert!(text.contains("last console lines"), "{text}");
+    assert!(
+        qemu_pids("bpflab.inject=hang").is_empty(),
+        "QEMU left running"
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn kernel_warning_fails_a_passing_run() {
+    let (code, text) = run(&[
+        "vmtest", "--kernel", "patched", "--inject", "warn", "--", "t03",
+    ]);
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert!(text.contains("FAIL t28_console_clean"), "{text}");
+    assert!(text.contains("WARNING"), "{text}");
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn failing_test_gives_exit_code_1() {
+    // The patched kernel told it is the base one: the laziness test must
+    // see a lazy mapping where it expects an eager one, and fail.
+    let m = manifest();
+    let bz = kernel_path(&m, "patched", "bzimage");
+    let (code, text) = run(&[
+        "vmtest",
+        "--kernel",
+        bz.to_str().unwrap(),
+        "--claim",
+        "base",
+        "--",
+        "t01",
+    ]);
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert!(text.contains("FAIL t01"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" passed, ") && !l.contains(" 0 failed")),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn qemu_killed_mid_run_is_a_vm_failure_and_leaves_nothing_running() {
+    let mut child = xtask(&[
+        "vmtest",
+        "--kernel",
+        "patched",
+        "--inject",
+        "hang",
+        "--timeout",
+        "300",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let start = Instant::now();
+    let qemu = loop {
+        let kids: Vec<u32> = children_of(child.id())
+            .into_iter()
+            .filter(|p| {
+                fs::read_to_string(format!("/proc/{p}/comm"))
+                    .unwrap_or_default()
+                    .starts_with("qemu-system")
+            })
+            .collect();
+        if let Some(p) = kids.first() {
+            break *p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "QEMU never started"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Let the guest get going, then kill QEMU from outside.
+    std::thread::sleep(Duration::from_secs(3));
+    unsafe_kill(qemu);
+    let code = wait_with_deadline(&mut child, Duration::from_secs(60));
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code, VM_FAILED, "{text}");
+    assert!(text.contains("the VM could not do its job"), "{text}");
+    assert!(
+        !Path::new(&format!("/proc/{qemu}")).exists(),
+        "QEMU was not reaped"
+    );
+}
+
+fn unsafe_kill(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn console_flood_keeps_a_bounded_log_and_still_reports() {
+    let (code, text) = run(&[
+        "vmtest", "--kernel", "patched", "--inject", "flood", "--", "t03",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let log = text
+        .lines()
+        .find_map(|l| l.split("console: ").nth(1))
+        .map(|s| PathBuf::from(s.trim_end_matches(')')))
+        .expect("console log path in the output");
+    let size = fs::metadata(&log).unwrap().len();
+    assert!(size <= (16 << 20) + 4096, "console log is {size} bytes");
+    let tail = fs::read_to_string(&log).unwrap();
+    assert!(
+        tail.contains("console log capped"),
+        "no truncation note in {}",
+        log.display()
+    );
+}
+
+#[test]
+#[ignore = "needs a built xtask only; run by cargo xtask ci"]
+fn missing_qemu_is_reported_before_any_long_step() {
+    let start = Instant::now();
+    let out = Command::new(XTASK)
+        .args(["vmtest"])
+        .env("PATH", "/nonexistent")
+        .env("BPF_LAZY_MMAP_NO_INSTALL", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(SETUP_FAILED), "{text}");
+    assert!(text.contains("qemu-system-x86_64"), "{text}");
+    assert!(text.contains("apt-get install qemu-system-x86"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xtask-faults-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+#[ignore = "unpacks the kernel source: run by cargo xtask ci"]
+fn patch_that_does_not_apply_is_named_and_nothing_is_applied() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let t = tempdir("badpatch");
+    let patches = t.join("patches");
+    fs::create_dir_all(&patches).unwrap();
+    for e in fs::read_dir(root.join("patches")).unwrap().flatten() {
+        fs::copy(e.path(), patches.join(e.file_name())).unwrap();
+    }
+    let name = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
+    let p = patches.join(name);
+    // Corrupt a context line of the syscall.c hunk: that hunk cannot apply.
+    let text = fs::read_to_string(&p).unwrap().replacen(
+        " static const struct vm_operations_struct bpf_map_default_vmops = {",
+        " static const struct vm_operations_struct bpf_map_default_vmops_renamed = {",
+        1,
+    );
+    fs::write(&p, text).unwrap();
+    let cache = t.join("cache");
+    let (code, out) = run(&[
+        "build-kernel",
+        "--kernel",
+        "patched",
+        "--patches",
+        patches.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    assert_eq!(code, SETUP_FAILED, "{out}");
+    let err: Vec<&str> = out.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(err.len(), 1, "one error line: {out}");
+    assert!(err[0].contains(name), "{out}");
+    assert!(err[0].contains("kernel/bpf/syscall.c"), "{out}");
+    // Nothing half-applied: every file the series touches is pristine.
+    let src = fs::read_dir(cache.join("sources"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for f in [
+        "include/linux/bpf.h",
+        "kernel/bpf/arraymap.c",
+        "kernel/bpf/syscall.c",
+    ] {
+        let a = fs::read(src.join("pristine").join(f)).unwrap();
+        let b = fs::read(src.join("patched").join(f)).unwrap();
+        assert!(
+            a == b,
+            "{f} in the patched tree differs from pristine after a failed apply"
+        );
+    }
+    fs::remove_dir_all(t).unwrap();
+}
+
+/// Makes the base kernel need a small rebuild (one object and the link) by
+/// giving one source file in the cache's own pristine copy a new mtime.
+fn make_base_stale() {
+    let m = manifest();
+    let pristine = PathBuf::from(m["source"]["pristine"].as_str().unwrap());
+    assert!(
+        pristine.starts_with(m["cache_dir"].as_str().unwrap()),
+        "only the cache's own copy may be touched"
+    );
+    let f = fs::File::options()
+        .write(true)
+        .open(pristine.join("kernel/bpf/ringbuf.c"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now()).unwrap();
+}
+
+#[test]
+#[ignore = "rebuilds part of a kernel: run by cargo xtask ci"]
+fn build_killed_half_way_recovers_on_the_next_run() {
+    make_base_stale();
+    let mut child = xtask(&["build-kernel", "--kernel", "base"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until make is running, then kill the whole run.
+    let start = Instant::now();
+    loop {
+        let makes: Vec<u32> = children_of(child.id());
+        if !makes.is_empty() && start.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "make never started"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Command::new("pkill")
+        .args(["-KILL", "-P", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // make's own children may still be finishing; give them a moment.
+    std::thread::sleep(Duration::from_secs(3));
+    let (code, text) = run(&["build-kernel", "--kernel", "base"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("was interrupted"),
+        "the next run should notice: {text}"
+    );
+    let (code, text) = run(&["build-kernel", "--kernel", "base"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("up to date"), "{text}");
+}
+
+#[test]
+#[ignore = "rebuilds part of a kernel: run by cargo xtask ci"]
+fn two_runs_at_once_wait_for_each_other_and_both_succeed() {
+    make_base_stale();
+    let spawn = || {
+        xtask(&["build-kernel", "--kernel", "base"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    let second = spawn();
+    let a = first.wait_with_output().unwrap();
+    let b = second.wait_with_output().unwrap();
+    let (ta, tb) = (
+        String::from_utf8_lossy(&a.stderr),
+        String::from_utf8_lossy(&b.stderr),
+    );
+    assert!(a.status.success(), "{ta}");
+    assert!(b.status.success(), "{tb}");
+    assert!(
+        tb.contains("waiting for the lock"),
+        "the second run should wait: {tb}"
+    );
+    assert!(
+        tb.contains("up to date"),
+        "the second run should find the first one's build: {tb}"
+    );
+}
