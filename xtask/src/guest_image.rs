@@ -46,6 +46,7 @@ pub fn build() -> Result<PathBuf> {
         sh,
         "cargo build --quiet --release --target {GUEST_TARGET} -p guest-init -p selftests -p bench"
     )
+    .quiet()
     .run()
     .context("building the guest binaries (cargo build for the guest failed)")?;
     let bin = target_dir.join(GUEST_TARGET).join("release");

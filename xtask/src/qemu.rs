@@ -142,7 +142,8 @@ pub fn is_kvm_failure(line: &str) -> bool {
     line.contains("KVM internal error")
         || line.contains("failed to initialize kvm")
         || line.contains("kvm_init_vcpu")
-        || (line.contains("error: failed to set MSR") && line.contains("kvm"))
+        || line.contains("failed to set MSR")
+        || line.contains("kvm_buf_set_msrs")
         || line.contains("Could not access KVM kernel module")
 }
 
@@ -235,6 +236,9 @@ mod tests {
     #[test]
     fn recognizes_kvm_failures() {
         assert!(is_kvm_failure("KVM internal error. Suberror: 1"));
+        assert!(is_kvm_failure(
+            "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69"
+        ));
         assert!(!is_kvm_failure("[    0.000000] Linux version 6.12.117"));
     }
 }

@@ -104,6 +104,7 @@ pub fn run(
         boot_secs: None,
         qemu_stderr: Vec::new(),
         kvm_failure: None,
+        console_lines: 0,
         watch_kvm: cfg.accel == qemu::Accel::Kvm,
         started,
         allowlist,
@@ -158,6 +159,7 @@ struct Watcher<'a> {
     boot_secs: Option<f64>,
     qemu_stderr: Vec<String>,
     kvm_failure: Option<String>,
+    console_lines: u64,
     watch_kvm: bool,
     started: Instant,
     allowlist: &'a [String],
@@ -167,6 +169,7 @@ impl Watcher<'_> {
     fn handle(&mut self, line: Line) -> Result<()> {
         match line {
             Line::Console(l) => {
+                self.console_lines += 1;
                 self.log.write_line(&l)?;
                 if self.boot_secs.is_none() && l.contains(BOOTED_MARKER) {
                     self.boot_secs = Some(self.started.elapsed().as_secs_f64());
