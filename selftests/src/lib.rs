@@ -1,1 +1,14 @@
+//! Guest selftests for "bpf: Populate mmap-able array map memory lazily".
+//!
+//! The same binary runs on the base kernel (eager `remap_vmalloc_range()`)
+//! and on the patched kernel (pages faulted in by a `.fault` vm_op); the
+//! runner is told which one it is and each test asserts the matching side.
+//! See `/work/shared/test-plan.md` for the cases T01-T28.
 
+pub mod asm;
+pub mod child;
+pub mod kmsg;
+pub mod proc;
+pub mod runner;
+pub mod sys;
+pub mod tests;

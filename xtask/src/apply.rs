@@ -53,10 +53,17 @@ pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<
         series.patches.len(),
         tree.display()
     );
-    // From here until the new stamp is written, the tree is not "applied".
-    if stamp_path.exists() {
-        fs::remove_file(&stamp_path)?;
-    }
+    // Until the new stamp is written the tree is not "applied", but the
+    // stamp keeps naming every file that may differ from pristine, so a
+    // run after a failed apply still restores them with fresh mtimes.
+    let pending = Applied {
+        files: files.clone(),
+        ..Applied::default()
+    };
+    write_atomic(
+        &stamp_path,
+        serde_json::to_string_pretty(&pending)?.as_bytes(),
+    )?;
     for f in &files {
         mirror::replace_with_copy(pristine, tree, Path::new(f))?;
     }
@@ -177,7 +184,13 @@ mod tests {
         assert!(err.contains("nothing was applied"), "{err}");
         // No half-patched tree: the good patch's file is pristine too.
         assert_eq!(tree_snapshot(&tree), before);
-        assert!(!tree.join(STAMP).exists());
+        let stamp: Applied =
+            serde_json::from_str(&fs::read_to_string(tree.join(STAMP)).unwrap()).unwrap();
+        assert!(
+            stamp.series_hash.is_empty(),
+            "a failed apply must not look applied"
+        );
+        assert!(stamp.files.contains(&"kernel/bpf/arraymap.c".to_string()));
         // And the source was never touched.
         assert_eq!(tree_snapshot(&src), before);
         fs::remove_dir_all(t).unwrap();

@@ -11,10 +11,11 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::build_kernel::SourceArgs;
-use crate::project::{self, EXIT_INFRA};
+use crate::console::Verdict;
+use crate::plot;
+use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::qemu::GuestCommand;
-use crate::vmtest::{self, AccelPicker, VmArgs};
-use crate::{cache, guest_image, hostdeps, plot};
+use crate::vmtest::{self, AccelPicker, Prepared, VmArgs};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -248,18 +249,16 @@ pub fn parse_records(lines: &[String]) -> Result<Vec<Record>> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
-    let allowlist = vmtest::load_allowlist()?;
-    let targets = vmtest::targets(&args.source, &args.vm)?;
-    let initramfs = guest_image::build()?;
-    let run_dir = cache::new_run_dir(
-        &project::cache_dir(args.source.cache_dir.as_deref())?,
-        "bench",
-    )?;
     let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
     if repeat == 0 {
         bail!("--repeat 0: at least one boot per kernel is needed");
     }
+    let Prepared {
+        allowlist,
+        run_dir,
+        targets,
+        initramfs,
+    } = vmtest::prepare(&args.source, &args.vm, "bench")?;
     let mut picker = AccelPicker::new(args.vm.accel);
     let mut results: Vec<KernelBench> = targets
         .iter()
@@ -297,13 +296,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let Ok(run) = run else {
                 return Ok(ExitCode::from(EXIT_INFRA));
             };
-            if !run.outcome.splats.is_empty() {
-                bail!(
-                    "the {} kernel reported problems during the benchmark, first: {} (console: {})",
+            if run.report.verdict != Verdict::Pass {
+                eprintln!(
+                    "error: the benchmark failed on {}: {} (console: {})",
                     target.name,
-                    run.outcome.splats[0],
+                    run.report.verdict_detail,
                     run.outcome.console_log.display()
                 );
+                return Ok(ExitCode::from(EXIT_TESTS_FAILED));
+            }
+            if let Some(first) = run.outcome.splats.first() {
+                eprintln!(
+                    "error: the {} kernel reported problems during the benchmark, first: {} (console: {})",
+                    target.name,
+                    first.trim(),
+                    run.outcome.console_log.display()
+                );
+                return Ok(ExitCode::from(EXIT_TESTS_FAILED));
             }
             accel = run.accel.name();
             bench.boots.push(parse_records(&run.report.bench)?);

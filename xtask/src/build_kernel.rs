@@ -1,7 +1,7 @@
 //! `cargo xtask build-kernel`: the series applied to a kernel tree, and the
 //! base and patched kernels built from it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -68,12 +68,19 @@ pub struct KernelSpec {
     pub debug: bool,
 }
 
-impl KernelSpec {
-    pub fn name(&self) -> String {
-        let base = match self.flavor {
+impl Flavor {
+    /// "base" or "patched": also the side of the plan's P/U cases.
+    pub fn name(self) -> &'static str {
+        match self {
             Flavor::Base => "base",
             Flavor::Patched => "patched",
-        };
+        }
+    }
+}
+
+impl KernelSpec {
+    pub fn name(&self) -> String {
+        let base = self.flavor.name();
         if self.debug {
             format!("{base}-debug")
         } else {
@@ -118,6 +125,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 /// Builds `specs` (or finds them up to date) and returns their manifest.
 pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
+    build_locked(args, specs).map(|(manifest, _lock)| manifest)
+}
+
+/// Like `build`, and also hands back the cache, still locked, so the
+/// caller can take what it needs before another run may rebuild it.
+pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
     let started = Instant::now();
     let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
     let series = Series::load(&args.patches)?;
@@ -180,10 +193,11 @@ pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
                 (tree, patched_key.clone().unwrap_or_default(), patches)
             }
         };
+        let build_dir = tree.join(spec.build_dir_name());
         let built = kbuild::build(&BuildRequest {
             name: &name,
             tree: &tree,
-            build_dir: tree.join(spec.build_dir_name()),
+            build_dir: build_dir.clone(),
             fragments: kconfig::fragments(spec.debug),
             tree_key,
             ccache_dir: cache.ccache_dir(),
@@ -191,15 +205,7 @@ pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
         })?;
         kernels.push(KernelInfo {
             name,
-            version: crate::source::kernel_release(
-                built
-                    .bzimage
-                    .parent()
-                    .and_then(Path::parent)
-                    .and_then(Path::parent)
-                    .and_then(Path::parent)
-                    .context("bzImage path")?,
-            )?,
+            version: crate::source::kernel_release(&build_dir)?,
             bzimage: built.bzimage,
             vmlinux: built.vmlinux,
             config: built.config,
@@ -225,7 +231,7 @@ pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
         serde_json::to_string_pretty(&manifest)?.as_bytes(),
     )?;
     crate::status!("build-kernel", "done in {:.1?}", started.elapsed());
-    Ok(manifest)
+    Ok((manifest, cache))
 }
 
 #[cfg(test)]

@@ -124,7 +124,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             println!("\n===== {} =====", step.name);
         }
         let t = Instant::now();
-        let status = Command::new(&step.program)
+        let mut command = Command::new(&step.program);
+        // Every step, the fault tests' own xtask runs included, uses the
+        // same cache.
+        if let Some(dir) = &args.cache_dir {
+            command.env(project::CACHE_ENV, dir);
+        }
+        let status = command
             .args(&step.args)
             .current_dir(project::root())
             .status()

@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use xshell::cmd;
@@ -30,8 +30,10 @@ pub enum Entry {
     },
 }
 
-/// Builds the guest binaries and writes the initramfs; returns its path.
-pub fn build() -> Result<PathBuf> {
+/// Builds the guest binaries and writes the initramfs into `out_dir` (the
+/// run's own directory: another run rebuilding it cannot pull it from
+/// under a booting guest); returns its path.
+pub fn build(out_dir: &Path) -> Result<PathBuf> {
     let sh = crate::project::shell()?;
     let target_dir = crate::project::root().join("target/guest");
     let _env = (
@@ -49,16 +51,24 @@ pub fn build() -> Result<PathBuf> {
     .quiet()
     .run()
     .context("building the guest binaries (cargo build for the guest failed)")?;
-    let bin = target_dir.join(GUEST_TARGET).join("release");
+    let bin = guest_bin_dir();
     let read = |name: &str| {
         let path = bin.join(name);
         fs::read(&path).with_context(|| format!("reading the guest binary {}", path.display()))
     };
     let entries = layout(read("init")?, read("selftests")?, read("bench")?);
-    let out = target_dir.join("initramfs.cpio");
+    let out = out_dir.join("initramfs.cpio");
     let mut file = fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
     write_newc(&entries, &mut file).with_context(|| format!("writing {}", out.display()))?;
     Ok(out)
+}
+
+/// Where the static guest binaries are built.
+pub fn guest_bin_dir() -> PathBuf {
+    crate::project::root()
+        .join("target/guest")
+        .join(GUEST_TARGET)
+        .join("release")
 }
 
 /// What the guest's root file system holds.

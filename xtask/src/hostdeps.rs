@@ -110,17 +110,32 @@ pub fn ensure(deps: &[Dep]) -> Result<()> {
     let sh = crate::project::shell()?;
     sh.set_var("DEBIAN_FRONTEND", "noninteractive");
     let pkgs: Vec<&str> = missing.iter().map(|d| d.package).collect();
-    xshell::cmd!(sh, "apt-get update -qq")
-        .quiet()
-        .run()
-        .context("running apt-get update")?;
-    xshell::cmd!(
-        sh,
-        "apt-get install -y -qq --no-install-recommends {pkgs...}"
-    )
-    .quiet()
-    .run()
-    .with_context(|| format!("installing host packages with `{hint}`"))?;
+    // apt's output goes to stderr: stdout may be carrying --json.
+    for (what, args) in [
+        ("apt-get update", vec!["update", "-qq"]),
+        (
+            "apt-get install",
+            [
+                &["install", "-y", "-qq", "--no-install-recommends"][..],
+                &pkgs,
+            ]
+            .concat(),
+        ),
+    ] {
+        let out = xshell::cmd!(sh, "apt-get {args...}")
+            .quiet()
+            .ignore_status()
+            .output()
+            .with_context(|| format!("running {what}"))?;
+        eprint!("{}", String::from_utf8_lossy(&out.stdout));
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            bail!(
+                "{what} failed ({}); install the packages yourself with `{hint}`",
+                out.status
+            );
+        }
+    }
     let still = self::missing(&missing);
     if !still.is_empty() {
         let names: Vec<&str> = still.iter().map(|d| d.what).collect();

@@ -2,6 +2,7 @@
 //! with a log, progress lines and recovery from an interrupted build.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -43,7 +44,9 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     let frag_hash = kconfig::fragments_hash(&req.fragments)?;
     let config = req.build_dir.join(".config");
     let log = req.build_dir.join("build.log");
-    if read_stamp(&req.build_dir.join(CONFIGURED)) != frag_hash || !config.exists() {
+    // A tree of another kernel version needs a fresh config too.
+    let config_key = format!("{frag_hash}\n{}", tree_version(req.tree));
+    if read_stamp(&req.build_dir.join(CONFIGURED)) != config_key || !config.exists() {
         let started = Instant::now();
         crate::status!(
             req.name,
@@ -56,7 +59,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
             &req.fragments,
             &req.build_dir.join("config.log"),
         )?;
-        write_atomic(&req.build_dir.join(CONFIGURED), frag_hash.as_bytes())?;
+        write_atomic(&req.build_dir.join(CONFIGURED), config_key.as_bytes())?;
         crate::status!(req.name, "configured in {:.1?}", started.elapsed());
     }
     let cc = if crate::hostdeps::on_path("ccache") {
@@ -82,9 +85,15 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
         return Ok(built);
     }
     let _ = fs::remove_file(req.build_dir.join(BUILT));
-    fs::write(req.build_dir.join(BUILDING), "")?;
-    run_make(req, cc, &log)?;
-    fs::remove_file(req.build_dir.join(BUILDING))?;
+    let marker = req.build_dir.join(BUILDING);
+    fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
+    let made = run_make(req, cc, &log);
+    // A make that ran to an error wrote only complete files: only a killed
+    // one leaves the marker for the next run to clean up after.
+    fs::remove_file(&marker).with_context(|| format!("removing {}", marker.display()))?;
+    made?;
+    // syncconfig may have dropped options make saw differently.
+    kconfig::check_survived(&req.fragments, &built.config)?;
     write_atomic(&req.build_dir.join(BUILT), stamp.as_bytes())?;
     Ok(built)
 }
@@ -100,6 +109,28 @@ fn names(paths: &[PathBuf]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" + ")
+}
+
+/// "VERSION.PATCHLEVEL.SUBLEVEL" from the head of the tree's Makefile.
+fn tree_version(tree: &Path) -> String {
+    let head = fs::read_to_string(tree.join("Makefile")).unwrap_or_default();
+    let field = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim_start()
+                    .strip_prefix('=')
+                    .map(str::trim)
+            })
+            .unwrap_or("?")
+            .to_string()
+    };
+    format!(
+        "{}.{}.{}",
+        field("VERSION"),
+        field("PATCHLEVEL"),
+        field("SUBLEVEL")
+    )
 }
 
 fn compiler_version() -> String {
@@ -125,13 +156,18 @@ fn recover_interrupted(build_dir: &Path) -> Result<()> {
         return Ok(());
     };
     let since = meta.modified()?;
-    let removed = remove_newer_than(build_dir, since)?;
+    let removed = remove_newer_than(build_dir, since).with_context(|| {
+        format!(
+            "cleaning up after the interrupted build in {}",
+            build_dir.display()
+        )
+    })?;
     crate::status!(
         "build",
         "an earlier build in {} was interrupted: removed {removed} file(s) it wrote, rebuilding them",
         build_dir.display()
     );
-    fs::remove_file(&marker)?;
+    fs::remove_file(&marker).with_context(|| format!("removing {}", marker.display()))?;
     Ok(())
 }
 
@@ -178,7 +214,17 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
     crate::status!(req.name, "make {} (log: {})", args.join(" "), log.display());
     let log_file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let started = Instant::now();
-    let mut child = Command::new("make")
+    let mut command = Command::new("make");
+    // SAFETY: prctl is async-signal-safe. make dies with the harness, so a
+    // killed run never leaves a make writing into a build directory that
+    // the next run (holding the lock) is using.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = command
         .args(&args)
         .current_dir(req.tree)
         .env("CCACHE_DIR", &req.ccache_dir)

@@ -71,12 +71,7 @@ pub fn fragments_hash(fragments: &[PathBuf]) -> Result<String> {
 /// Writes `<build_dir>/.config`: allnoconfig plus the fragments, via the
 /// kernel's merge_config.sh, then fails if any requested value was lost.
 pub fn configure(tree: &Path, build_dir: &Path, fragments: &[PathBuf], log: &Path) -> Result<()> {
-    fs::create_dir_all(build_dir)?;
-    let mut requested = Options::new();
-    for f in fragments {
-        let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        requested.extend(parse(&text));
-    }
+    fs::create_dir_all(build_dir).with_context(|| format!("creating {}", build_dir.display()))?;
     let sh = crate::project::shell()?;
     sh.change_dir(tree);
     let out_name = build_dir
@@ -101,10 +96,18 @@ pub fn configure(tree: &Path, build_dir: &Path, fragments: &[PathBuf], log: &Pat
             last_lines(&String::from_utf8_lossy(&text), 15)
         );
     }
-    let config_path = build_dir.join(".config");
+    check_survived(fragments, &build_dir.join(".config"))
+}
+
+/// Fails, listing them, if options the fragments ask for are not in `config`.
+pub fn check_survived(fragments: &[PathBuf], config: &Path) -> Result<()> {
+    let mut requested = Options::new();
+    for f in fragments {
+        let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        requested.extend(parse(&text));
+    }
     let final_config = parse(
-        &fs::read_to_string(&config_path)
-            .with_context(|| format!("reading {}", config_path.display()))?,
+        &fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?,
     );
     let lost = not_survived(&requested, &final_config);
     if !lost.is_empty() {

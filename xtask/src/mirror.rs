@@ -22,16 +22,9 @@ pub struct SyncReport {
     pub fingerprint: String,
 }
 
-/// Paths in a source tree that would make an out-of-tree build refuse to
-/// run (artifacts of an in-tree build) or that are not source at all.
+/// Not source: version control data is never mirrored.
 pub fn is_source_artifact(rel: &Path) -> bool {
-    let s = rel.to_string_lossy();
-    s == ".git"
-        || s == ".config"
-        || s == ".config.old"
-        || s == "include/config"
-        || s == "include/generated"
-        || (s.starts_with("arch/") && s.ends_with("/include/generated"))
+    rel == Path::new(".git")
 }
 
 /// Paths at the top of a mirror that belong to us: build directories and
@@ -60,6 +53,17 @@ pub fn sync(src: &Path, dst: &Path, keep: &HashSet<PathBuf>) -> Result<SyncRepor
     prune_dir(dst, Path::new(""), keep, &seen, &mut report)?;
     report.fingerprint = hex::encode(hasher.finalize());
     Ok(report)
+}
+
+/// What a fingerprint records of a file: which inode, how big, how old.
+fn identity(m: &fs::Metadata) -> String {
+    format!(
+        "\0{}\0{}\0{}.{}\n",
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec()
+    )
 }
 
 /// Fingerprint of just `files` (relative to `root`); a missing file counts.
@@ -113,16 +117,7 @@ fn link_dir(
         let meta =
             fs::symlink_metadata(&src).with_context(|| format!("reading {}", src.display()))?;
         hasher.update(rel_child.as_os_str().as_encoded_bytes());
-        hasher.update(
-            format!(
-                "\0{}\0{}\0{}.{}\n",
-                meta.ino(),
-                meta.size(),
-                meta.mtime(),
-                meta.mtime_nsec()
-            )
-            .as_bytes(),
-        );
+        hasher.update(identity(&meta).as_bytes());
         if meta.is_dir() {
             match fs::symlink_metadata(&dst) {
                 Ok(m) if m.is_dir() => {}
@@ -148,10 +143,18 @@ fn link_dir(
                 report.linked += 1;
             }
         } else {
-            let same_inode = fs::symlink_metadata(&dst)
-                .map(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+            // The same inode, or (where links were not possible and the
+            // file was copied) the same size and mtime.
+            let same = fs::symlink_metadata(&dst)
+                .map(|m| {
+                    (m.ino() == meta.ino() && m.dev() == meta.dev())
+                        || (m.dev() != meta.dev() || m.nlink() == 1)
+                            && m.size() == meta.size()
+                            && m.mtime() == meta.mtime()
+                            && m.mtime_nsec() == meta.mtime_nsec()
+                })
                 .unwrap_or(false);
-            if same_inode {
+            if same {
                 report.unchanged += 1;
             } else {
                 remove_any(&dst)?;
@@ -201,7 +204,9 @@ fn remove_any(path: &Path) -> Result<()> {
 fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
     match fs::hard_link(src, dst) {
         Ok(()) => Ok(()),
-        Err(err) if err.raw_os_error() == Some(libc_exdev()) => {
+        // Another file system, or links refused (fs.protected_hardlinks on
+        // a tree we do not own): copy.
+        Err(err) if matches!(err.raw_os_error(), Some(libc::EXDEV) | Some(libc::EPERM)) => {
             fs::copy(src, dst).with_context(|| format!("copying {}", src.display()))?;
             let mtime = fs::metadata(src)?.modified()?;
             fs::File::options()
@@ -214,10 +219,6 @@ fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
             Err(err).with_context(|| format!("hard-linking {} to {}", src.display(), dst.display()))
         }
     }
-}
-
-const fn libc_exdev() -> i32 {
-    18 // EXDEV on Linux
 }
 
 /// Replaces `rel` in `dst` by a real copy of `src/rel` (a fresh inode with
@@ -253,15 +254,11 @@ mod tests {
         let (src, dst) = (t.join("src"), t.join("dst"));
         write(&src.join("Makefile"), "all:\n");
         write(&src.join("kernel/bpf/arraymap.c"), "int x;\n");
-        write(&src.join(".config"), "CONFIG_X=y\n");
-        write(&src.join("include/generated/autoconf.h"), "\n");
         write(&src.join(".git/HEAD"), "ref\n");
         let r1 = sync(&src, &dst, &HashSet::new()).unwrap();
         assert_eq!(r1.linked, 2);
         let ino = |p: &Path| fs::metadata(p).unwrap().ino();
         assert_eq!(ino(&src.join("Makefile")), ino(&dst.join("Makefile")));
-        assert!(!dst.join(".config").exists());
-        assert!(!dst.join("include/generated").exists());
         assert!(!dst.join(".git").exists());
 
         // Nothing changed: nothing to do, same fingerprint.

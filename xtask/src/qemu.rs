@@ -130,7 +130,11 @@ pub fn qemu_args(cfg: &VmConfig) -> Vec<String> {
         "chardev:console".into(),
         // ttyS1: test results only, so kernel messages never interleave.
         "-chardev".into(),
-        format!("file,id=results,path={}", cfg.results.display()),
+        // QEMU option values escape a comma by doubling it.
+        format!(
+            "file,id=results,path={}",
+            cfg.results.display().to_string().replace(',', ",,")
+        ),
         "-serial".into(),
         "chardev:results".into(),
     ]);

@@ -34,6 +34,12 @@ impl Counts {
         c
     }
 
+    /// Over every kernel's results.
+    pub fn total(runs: &[KernelRun]) -> Counts {
+        runs.iter()
+            .fold(Counts::default(), |acc, r| acc.add(Counts::of(&r.results)))
+    }
+
     pub fn add(self, o: Counts) -> Counts {
         Counts {
             passed: self.passed + o.passed,
@@ -73,9 +79,7 @@ pub fn ktap(run: &KernelRun) -> String {
 }
 
 pub fn junit(runs: &[KernelRun]) -> String {
-    let total = runs
-        .iter()
-        .fold(Counts::default(), |acc, r| acc.add(Counts::of(&r.results)));
+    let total = Counts::total(runs);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     writeln!(
         out,

@@ -99,14 +99,30 @@ pub fn parse_series(text: &str) -> Vec<&str> {
 /// Paths named by the `---`/`+++` headers of a unified diff, without the
 /// a/ b/ prefixes; /dev/null (creation, deletion) is skipped.
 pub fn touched_files(diff: &str) -> Vec<String> {
-    let mut files: Vec<String> = diff
-        .lines()
-        .filter_map(|l| l.strip_prefix("--- ").or_else(|| l.strip_prefix("+++ ")))
-        .map(|rest| rest.split('\t').next().unwrap_or(rest).trim())
-        .filter(|p| *p != "/dev/null")
-        .filter_map(|p| p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")))
-        .map(str::to_string)
-        .collect();
+    let mut files: Vec<String> = Vec::new();
+    for line in diff.lines() {
+        if let Some(rest) = line
+            .strip_prefix("--- ")
+            .or_else(|| line.strip_prefix("+++ "))
+        {
+            let path = rest.split('\t').next().unwrap_or(rest).trim();
+            if let Some(p) = path.strip_prefix("a/").or_else(|| path.strip_prefix("b/")) {
+                files.push(p.to_string());
+            }
+        } else if let Some(rest) = line.strip_prefix("diff --git ") {
+            // Renames and mode changes have no ---/+++ headers.
+            if let Some((a, b)) = rest.split_once(" b/") {
+                files.extend(a.strip_prefix("a/").map(str::to_string));
+                files.push(b.to_string());
+            }
+        } else if let Some(p) = line
+            .strip_prefix("rename from ")
+            .or_else(|| line.strip_prefix("rename to "))
+            .or_else(|| line.strip_prefix("copy to "))
+        {
+            files.push(p.trim().to_string());
+        }
+    }
     files.sort();
     files.dedup();
     files
@@ -123,6 +139,12 @@ mod tests {
             parse_series(text),
             ["0001-a.patch", "0002-b.patch", "0003-c.patch"]
         );
+    }
+
+    #[test]
+    fn renames_count_both_paths() {
+        let diff = "diff --git a/old.c b/new.c\nsimilarity index 100%\nrename from old.c\nrename to new.c\n";
+        assert_eq!(touched_files(diff), ["new.c", "old.c"]);
     }
 
     #[test]

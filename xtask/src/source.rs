@@ -46,6 +46,16 @@ impl KernelSource {
                     path.display()
                 );
             }
+            // An in-tree build would make kbuild refuse our out-of-tree
+            // build, or worse, pick up its stale objects.
+            for artifact in [".config", "include/config"] {
+                if path.join(artifact).exists() {
+                    bail!(
+                        "--kernel-src {}: has an in-tree build ({artifact} exists); run `make mrproper` there or pass a clean tree",
+                        path.display()
+                    );
+                }
+            }
             Ok(KernelSource::Directory { path })
         } else if is_tarball_name(&path) {
             Ok(KernelSource::Tarball { path })
@@ -178,6 +188,13 @@ mod tests {
             KernelSource::from_arg(Some(&t)).unwrap(),
             KernelSource::Directory { .. }
         ));
+        fs::write(t.join(".config"), "CONFIG_X=y\n").unwrap();
+        let err = format!("{:#}", KernelSource::from_arg(Some(&t)).unwrap_err());
+        assert!(
+            err.contains("in-tree build") && err.contains("make mrproper"),
+            "{err}"
+        );
+        fs::remove_file(t.join(".config")).unwrap();
         fs::write(t.join("linux-6.13.tar.xz"), "").unwrap();
         let tar = KernelSource::from_arg(Some(&t.join("linux-6.13.tar.xz"))).unwrap();
         assert!(matches!(tar, KernelSource::Tarball { .. }));

@@ -18,6 +18,15 @@ use crate::qemu::{self, VmConfig};
 
 /// Console log cap: a guest flooding the console cannot fill the disk.
 pub const LOG_CAP_BYTES: u64 = 16 << 20;
+/// Overrides the cap, in MiB.
+pub const LOG_CAP_ENV: &str = "BPF_LAZY_MMAP_CONSOLE_CAP_MIB";
+
+fn log_cap() -> u64 {
+    std::env::var(LOG_CAP_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(LOG_CAP_BYTES, |mib| mib << 20)
+}
 /// Console lines kept in memory for error messages.
 const TAIL_LINES: usize = 40;
 /// A console line longer than this is split (a flood without newlines).
@@ -56,6 +65,17 @@ pub struct VmOutcome {
     pub qemu_stderr: Vec<String>,
 }
 
+/// Kills and reaps QEMU when dropped, on every path out of `run`
+/// (killing a process that already exited is harmless).
+struct Reaper(std::process::Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 enum Line {
     Console(String),
     Stderr(String),
@@ -84,12 +104,12 @@ pub fn run(
         });
     }
     let started = Instant::now();
-    let mut child = cmd.spawn().context(
+    let mut child = Reaper(cmd.spawn().context(
         "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
-    )?;
+    )?);
     let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().context("qemu stdout")?;
-    let stderr = child.stderr.take().context("qemu stderr")?;
+    let stdout = child.0.stdout.take().context("qemu stdout")?;
+    let stderr = child.0.stderr.take().context("qemu stderr")?;
     let tx2 = tx.clone();
     let out_reader =
         std::thread::spawn(move || read_lines(stdout, |l| tx.send(Line::Console(l)).is_ok()));
@@ -97,7 +117,7 @@ pub fn run(
         std::thread::spawn(move || read_lines(stderr, |l| tx2.send(Line::Stderr(l)).is_ok()));
 
     let mut watch = Watcher {
-        log: BoundedLog::create(console_log)?,
+        log: BoundedLog::create(console_log, log_cap())?,
         tail: VecDeque::new(),
         splats: Vec::new(),
         panic: None,
@@ -116,7 +136,7 @@ pub fn run(
         if let Some(line) = watch.kvm_failure.take() {
             break VmEnd::KvmFailure(line);
         }
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = child.0.try_wait()? {
             break VmEnd::Exited {
                 code: status.code(),
             };
@@ -129,9 +149,7 @@ pub fn run(
             break VmEnd::Timeout;
         }
     };
-    // Reap QEMU whatever happened (killing an exited process is harmless).
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let _ = out_reader.join();
     let _ = err_reader.join();
     for line in rx.try_iter() {
@@ -227,21 +245,23 @@ fn read_lines(stream: impl Read, mut sink: impl FnMut(String) -> bool) {
 /// A log file that stops growing at LOG_CAP_BYTES and says so once.
 struct BoundedLog {
     file: fs::File,
+    cap: u64,
     written: u64,
     dropped_lines: u64,
 }
 
 impl BoundedLog {
-    fn create(path: &Path) -> Result<BoundedLog> {
+    fn create(path: &Path, cap: u64) -> Result<BoundedLog> {
         Ok(BoundedLog {
             file: fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            cap,
             written: 0,
             dropped_lines: 0,
         })
     }
 
     fn write_line(&mut self, line: &str) -> Result<()> {
-        if self.written + line.len() as u64 + 1 > LOG_CAP_BYTES {
+        if self.written + line.len() as u64 + 1 > self.cap {
             self.dropped_lines += 1;
             return Ok(());
         }
@@ -256,7 +276,7 @@ impl BoundedLog {
             writeln!(
                 self.file,
                 "[harness] console log capped at {} MiB: {} later line(s) not kept",
-                LOG_CAP_BYTES >> 20,
+                self.cap >> 20,
                 self.dropped_lines
             )?;
         }
@@ -288,7 +308,7 @@ mod tests {
     fn log_is_bounded() {
         let t = crate::cache::tempdir();
         let path = t.join("console.log");
-        let mut log = BoundedLog::create(&path).unwrap();
+        let mut log = BoundedLog::create(&path, LOG_CAP_BYTES).unwrap();
         let line = "y".repeat(1 << 16);
         for _ in 0..((LOG_CAP_BYTES >> 16) + 50) {
             log.write_line(&line).unwrap();

@@ -69,26 +69,16 @@ pub struct Target {
     pub debug: bool,
 }
 
-/// Resolves `--kernel` names to bzImages, building what is missing.
-pub fn targets(source: &SourceArgs, vm: &VmArgs) -> Result<Vec<Target>> {
+/// Resolves `--kernel` names to bzImages, building what is missing, and
+/// copies each image into `run_dir` while the cache is still locked: a
+/// later run may rebuild the cache's kernels while this one boots them.
+pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<Target>> {
     let mut specs = Vec::new();
     let mut out: Vec<(usize, Target)> = Vec::new();
     for (i, k) in vm.kernels.iter().enumerate() {
-        match k.as_str() {
-            "base" => specs.push((
-                i,
-                KernelSpec {
-                    flavor: Flavor::Base,
-                    debug: vm.debug,
-                },
-            )),
-            "patched" => specs.push((
-                i,
-                KernelSpec {
-                    flavor: Flavor::Patched,
-                    debug: vm.debug,
-                },
-            )),
+        let flavor = match k.as_str() {
+            "base" => Flavor::Base,
+            "patched" => Flavor::Patched,
             path => {
                 let p = Path::new(path);
                 if !p.is_file() {
@@ -97,42 +87,91 @@ pub fn targets(source: &SourceArgs, vm: &VmArgs) -> Result<Vec<Target>> {
                 if vm.claim != "base" && vm.claim != "patched" {
                     bail!("--claim {}: must be base or patched", vm.claim);
                 }
-                out.push((
-                    i,
-                    Target {
-                        name: p
-                            .file_name()
-                            .unwrap_or_default()
-                            .to_string_lossy()
-                            .into_owned(),
-                        bzimage: p.to_path_buf(),
-                        claim: vm.claim.clone(),
-                        debug: vm.debug,
-                    },
-                ));
+                let target = Target {
+                    name: p
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    bzimage: p.to_path_buf(),
+                    claim: vm.claim.clone(),
+                    debug: vm.debug,
+                };
+                out.push((i, target));
+                continue;
             }
-        }
+        };
+        specs.push((
+            i,
+            KernelSpec {
+                flavor,
+                debug: vm.debug,
+            },
+        ));
     }
     if !specs.is_empty() {
         let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| *s).collect();
-        let manifest = build_kernel::build(source, &only)?;
+        let (manifest, _lock) = build_kernel::build_locked(source, &only)?;
         for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
-            out.push((
-                *i,
-                Target {
-                    name: info.name,
-                    bzimage: info.bzimage,
-                    claim: match spec.flavor {
-                        Flavor::Base => "base".into(),
-                        Flavor::Patched => "patched".into(),
-                    },
-                    debug: spec.debug,
-                },
-            ));
+            let target = Target {
+                name: info.name,
+                bzimage: info.bzimage,
+                claim: spec.flavor.name().into(),
+                debug: spec.debug,
+            };
+            out.push((*i, target));
         }
+        out.sort_by_key(|(i, _)| *i);
+        let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
+        unique_names(&mut targets);
+        for t in &mut targets {
+            let copy = run_dir.join(format!("{}.bzImage", t.name));
+            fs::copy(&t.bzimage, &copy).with_context(|| {
+                format!("copying {} into {}", t.bzimage.display(), run_dir.display())
+            })?;
+            t.bzimage = copy;
+        }
+        return Ok(targets);
     }
     out.sort_by_key(|(i, _)| *i);
-    Ok(out.into_iter().map(|(_, t)| t).collect())
+    let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
+    unique_names(&mut targets);
+    Ok(targets)
+}
+
+/// Two kernels with one name would overwrite each other's logs and reports.
+fn unique_names(targets: &mut [Target]) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, t) in targets.iter_mut().enumerate() {
+        if !seen.insert(t.name.clone()) {
+            t.name = format!("{}-{}", t.name, i + 1);
+            seen.insert(t.name.clone());
+        }
+    }
+}
+
+/// What every subcommand that boots guests needs before the first boot.
+pub struct Prepared {
+    pub allowlist: Vec<String>,
+    pub run_dir: PathBuf,
+    pub targets: Vec<Target>,
+    pub initramfs: PathBuf,
+}
+
+/// Host tools, the allowlist, a run directory, the kernels and the guest
+/// image, in that order: cheap checks fail before anything is built.
+pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared> {
+    hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
+    let allowlist = load_allowlist()?;
+    let run_dir = cache::new_run_dir(&project::cache_dir(source.cache_dir.as_deref())?, what)?;
+    let targets = targets(source, vm, &run_dir)?;
+    let initramfs = guest_image::build(&run_dir)?;
+    Ok(Prepared {
+        allowlist,
+        run_dir,
+        targets,
+        initramfs,
+    })
 }
 
 /// Picks the accelerator, and falls back to TCG for the rest of the run
@@ -316,16 +355,38 @@ fn check_filters(filters: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Every filter must select a test: the static selftests binary lists its
+/// tests on the host too, so a typo fails here rather than after a boot.
+fn check_filters_match(filters: &[String]) -> Result<()> {
+    if filters.is_empty() {
+        return Ok(());
+    }
+    let bin = guest_image::guest_bin_dir().join("selftests");
+    let out = std::process::Command::new(&bin)
+        .arg("--list")
+        .output()
+        .with_context(|| format!("listing the tests with {}", bin.display()))?;
+    let names = String::from_utf8_lossy(&out.stdout);
+    for f in filters {
+        if !names.lines().any(|n| n.contains(f.as_str())) {
+            bail!(
+                "test filter {f:?} matches no test; `{} --list` lists them",
+                bin.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     check_filters(&args.filters)?;
-    hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
-    let allowlist = load_allowlist()?;
-    let targets = targets(&args.source, &args.vm)?;
-    let initramfs = guest_image::build()?;
-    let run_dir = cache::new_run_dir(
-        &project::cache_dir(args.source.cache_dir.as_deref())?,
-        "vmtest",
-    )?;
+    let Prepared {
+        allowlist,
+        run_dir,
+        targets,
+        initramfs,
+    } = prepare(&args.source, &args.vm, "vmtest")?;
+    check_filters_match(&args.filters)?;
     let mut picker = AccelPicker::new(args.vm.accel);
     let mut runs = Vec::new();
     let mut infra_errors = Vec::new();
@@ -345,6 +406,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             args.vm.timeout,
             &allowlist,
         ) {
+            Ok(run) if run.report.results.is_empty() => {
+                eprintln!(
+                    "== {}: no test matches the filters {:?} (`cargo run -p selftests -- --list` lists them)",
+                    target.name, args.filters
+                );
+                infra_errors.push(target.name.clone());
+            }
             Ok(run) => {
                 let mut results = run.report.results.clone();
                 results.push(console_check(&run.outcome));
@@ -373,9 +441,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "reports: {} (KTAP per kernel, junit.xml, console logs)",
         run_dir.display()
     );
-    let total = runs
-        .iter()
-        .fold(Counts::default(), |acc, r| acc.add(Counts::of(&r.results)));
+    let total = Counts::total(&runs);
     println!("{}", total.closing_line());
     if !infra_errors.is_empty() {
         eprintln!("VM failure on: {}", infra_errors.join(", "));

@@ -30,8 +30,8 @@ pub enum Inject {
     Warn,
     /// Run the program, then never write a verdict.
     Hang,
-    /// Write far more to the console than the host keeps, then run the
-    /// program: the host must bound its log and still report.
+    /// Run the program, then write more to the console than the host
+    /// keeps: the host must bound its log and still report.
     Flood,
 }
 

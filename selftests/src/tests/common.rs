@@ -1,0 +1,202 @@
+//! Helpers shared by the test modules: a page-per-element array map with
+//! recognisable contents, page checks, smaps look-ups and errno asserts.
+
+use std::io;
+
+pub use crate::child::{expect_signal, run_in_child, spawn, Gate};
+pub use crate::proc::Vma;
+pub use crate::runner::{Ctx, Kernel, Skip};
+pub use crate::sys::bpf::{Map, MapSpec};
+pub use crate::sys::err_name;
+pub use crate::sys::mm::{self, Mapping, RO, RW};
+
+pub const PAGE: usize = 4096;
+pub const MIB: usize = 1 << 20;
+const WORDS: usize = PAGE / 8;
+
+/// The u64 at `word` of map page `page`: distinct per page and word, never
+/// zero, so a wrong page, a wrong offset or a zero page all show.
+pub fn pattern(page: usize, word: usize) -> u64 {
+    0xA500_0000_0000_005A | ((page as u64 & 0xff_ffff) << 32) | ((word as u64 & 0xff_ffff) << 8)
+}
+
+/// A whole page of [`pattern`] words.
+pub fn page_image(page: usize) -> Vec<u8> {
+    (0..WORDS)
+        .flat_map(|w| pattern(page, w).to_ne_bytes())
+        .collect()
+}
+
+fn word(bytes: &[u8], w: usize) -> u64 {
+    u64::from_ne_bytes(bytes[w * 8..w * 8 + 8].try_into().unwrap())
+}
+
+/// An mmap-able array map with one page per element (value_size 4096),
+/// so element `i` is page `i` of any mapping at offset 0. Filling goes
+/// through BPF_MAP_UPDATE_ELEM, i.e. the kernel's vmalloc address, and
+/// leaves user mappings untouched.
+pub struct PagedMap {
+    pub map: Map,
+    pub pages: usize,
+}
+
+impl PagedMap {
+    #[track_caller]
+    pub fn new(pages: usize) -> PagedMap {
+        Self::with_flags(pages, 0)
+    }
+
+    #[track_caller]
+    pub fn with_flags(pages: usize, flags: u32) -> PagedMap {
+        let map = MapSpec::mmapable_array(PAGE as u32, pages as u32)
+            .flags(flags)
+            .create()
+            .unwrap_or_else(|e| panic!("creating a {pages}-page mmapable array: {}", err_name(&e)));
+        PagedMap { map, pages }
+    }
+
+    #[track_caller]
+    pub fn fill(&self, page: usize) {
+        self.map
+            .update_idx(page as u32, &page_image(page))
+            .unwrap_or_else(|e| panic!("UPDATE_ELEM of page {page}: {}", err_name(&e)));
+    }
+
+    pub fn fill_all(&self) {
+        (0..self.pages).for_each(|p| self.fill(p));
+    }
+
+    #[track_caller]
+    pub fn lookup_page(&self, page: usize) -> Vec<u8> {
+        self.map
+            .lookup_idx(page as u32)
+            .unwrap_or_else(|e| panic!("LOOKUP_ELEM of page {page}: {}", err_name(&e)))
+    }
+
+    #[track_caller]
+    pub fn lookup_word(&self, page: usize, w: usize) -> u64 {
+        word(&self.lookup_page(page), w)
+    }
+
+    /// mmap(MAP_SHARED) of `pages` pages starting at map page `first`.
+    pub fn mmap(&self, pages: usize, prot: i32, first: usize) -> io::Result<Mapping> {
+        mm::map_shared(self.map.fd(), pages * PAGE, prot, (first * PAGE) as u64)
+    }
+
+    /// The whole map, read-write.
+    #[track_caller]
+    pub fn map_rw(&self) -> Mapping {
+        self.mmap(self.pages, RW, 0).unwrap_or_else(|e| {
+            panic!(
+                "mmap of the whole {}-page map: {}",
+                self.pages,
+                err_name(&e)
+            )
+        })
+    }
+}
+
+/// Checks sample words of the page mapped at `addr` against map page `page`.
+#[track_caller]
+pub fn check_page_at(addr: usize, page: usize, what: &str) {
+    for w in [0, 1, 137, WORDS - 1] {
+        // SAFETY: callers pass the address of a mapped page.
+        let got = unsafe { mm::peek(addr + w * 8) };
+        assert_eq!(
+            got,
+            pattern(page, w),
+            "{what}: word {w} of the page at {addr:#x} should be map page {page}'s"
+        );
+    }
+}
+
+/// Like [`check_page_at`] for page `at` of `m`.
+#[track_caller]
+pub fn check_page(m: &Mapping, at: usize, page: usize, what: &str) {
+    assert!((at + 1) * PAGE <= m.len());
+    check_page_at(m.addr() + at * PAGE, page, what);
+}
+
+/// Compares every word of page `at` of `m` with map page `page`.
+#[track_caller]
+pub fn check_page_full(m: &Mapping, at: usize, page: usize, what: &str) {
+    for w in 0..WORDS {
+        let got = m.read_u64(at * PAGE + w * 8);
+        assert_eq!(
+            got,
+            pattern(page, w),
+            "{what}: word {w} of mapping page {at} should be map page {page}'s"
+        );
+    }
+}
+
+/// The smaps entry of the VMA containing `addr`.
+#[track_caller]
+pub fn vma_at(addr: usize) -> Vma {
+    crate::proc::find_vma(addr)
+        .expect("reading /proc/self/smaps")
+        .unwrap_or_else(|| panic!("no VMA contains {addr:#x}"))
+}
+
+/// Resident bytes of the VMA containing `addr`.
+#[track_caller]
+pub fn rss(addr: usize) -> u64 {
+    vma_at(addr).rss_bytes()
+}
+
+/// Present pages (pagemap) among `pages` pages from `addr`.
+#[track_caller]
+pub fn present_pages(addr: usize, pages: usize) -> Vec<usize> {
+    crate::proc::pagemap_present(addr, pages)
+        .expect("reading /proc/self/pagemap")
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &p)| p.then_some(i))
+        .collect()
+}
+
+/// Requires `r` to fail with one of `want`.
+#[track_caller]
+pub fn expect_errno<T>(r: io::Result<T>, want: &[i32], what: &str) {
+    let names = want
+        .iter()
+        .map(|&e| crate::sys::errno_name(e))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    match r {
+        Ok(_) => panic!("{what}: expected {names}, but it succeeded"),
+        Err(e) if want.contains(&e.raw_os_error().unwrap_or(0)) => {}
+        Err(e) => panic!("{what}: expected {names}, got {}", err_name(&e)),
+    }
+}
+
+/// Unwraps with the errno name in the message.
+#[track_caller]
+pub fn ok<T>(r: io::Result<T>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {}", err_name(&e)))
+}
+
+/// Reads word 0 of each page (faulting each in) and returns their sum, so
+/// the loads cannot be optimised out.
+#[inline(never)]
+pub fn touch_pages(m: &Mapping, pages: &[usize]) -> u64 {
+    pages
+        .iter()
+        .fold(0u64, |acc, &p| acc.wrapping_add(m.read_u64(p * PAGE)))
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn patterns_are_distinct_and_nonzero() {
+        assert_ne!(pattern(0, 0), 0);
+        assert_ne!(pattern(1, 0), pattern(0, 0));
+        assert_ne!(pattern(0, 1), pattern(0, 0));
+        assert_ne!(pattern(262_143, 511), pattern(262_142, 511));
+        let img = page_image(7);
+        assert_eq!(img.len(), PAGE);
+        assert_eq!(word(&img, 3), pattern(7, 3));
+    }
+}

@@ -1,0 +1,69 @@
+//! The test cases of /work/shared/test-plan.md, one module per area, and
+//! the registry the runner executes in plan order (T01..T28).
+
+pub mod accounting;
+pub mod client;
+pub mod coherence;
+pub mod common;
+pub mod extras;
+pub mod laziness;
+pub mod lifetime;
+pub mod neighbours;
+pub mod populate;
+pub mod processes;
+pub mod stress;
+pub mod vma_surgery;
+
+use crate::runner::Test;
+
+/// `test!(module::name)` registers a function under its own name.
+macro_rules! test {
+    ($m:ident :: $f:ident) => {
+        Test::new(stringify!($f), $m::$f)
+    };
+    ($m:ident :: $f:ident, timeout = $secs:expr) => {
+        Test::new(stringify!($f), $m::$f).with_timeout($secs)
+    };
+}
+
+pub const ALL: &[Test] = &[
+    test!(laziness::t01_untouched_mapping_has_no_rss),
+    test!(laziness::t02_touch_three_pages),
+    test!(laziness::t03_vmflags_mixedmap_dontdump),
+    test!(coherence::t04_syscall_and_mapping_coherent),
+    test!(coherence::t05_prog_and_mapping_coherent),
+    test!(coherence::t05_direct_value_every_page),
+    test!(coherence::t06_mmap_offsets),
+    test!(coherence::t07_size_rounding),
+    test!(coherence::t08_refused_mappings),
+    test!(populate::t09_populate_fills_everything),
+    test!(populate::t09_populate_nonblock),
+    test!(populate::t10_readonly_mapping),
+    test!(accounting::t11_freeze_busy_while_writable_mapped),
+    test!(accounting::t11_split_middle_page),
+    test!(accounting::t11_fork_holds_write_active),
+    test!(accounting::t11_closed_fd_still_busy),
+    test!(accounting::t11_failed_mmap_balanced),
+    test!(accounting::t11_map_fixed_anon_releases),
+    test!(vma_surgery::t12_split_vma_pgoff),
+    test!(vma_surgery::t13_mremap),
+    test!(vma_surgery::t14_dontneed_then_touch),
+    test!(vma_surgery::t14_dontneed_then_proc_mem),
+    test!(vma_surgery::t14_dontneed_then_populate_read),
+    test!(processes::t15_fork_child_sees_and_writes),
+    test!(processes::t16_remote_access_untouched),
+    test!(processes::t17_gup_kernel_access),
+    test!(stress::t18_same_page_concurrent_faults),
+    test!(stress::t18_fault_races),
+    // Bounded work, but much of it under TCG: more than the default.
+    test!(stress::t19_no_leak_after_many_maps, timeout = 180),
+    test!(stress::t20_huge_map_lazy, timeout = 180),
+    test!(neighbours::t21_ringbuf_stays_eager),
+    test!(neighbours::t22_arena_unchanged),
+    test!(lifetime::t23_mapping_outlives_fd),
+    test!(lifetime::t24_coredump_skips_map),
+    test!(client::t25_libbpf_global_data),
+    test!(extras::t26_thp_madvise_no_effect),
+    test!(extras::t27_numa_node_placement),
+    test!(extras::t28_dmesg_clean),
+];

@@ -1,0 +1,402 @@
+//! T18-T20: concurrency and scale. Bounded by iteration counts and a few
+//! seconds each, since the guest may run under TCG emulation.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::common::*;
+use crate::child::{describe_status, waitpid};
+use crate::kmsg::Kmsg;
+use crate::proc;
+
+/// T18: 16 threads fault the same untouched page at once (read), then
+/// another page (write): everybody sees the same data and exactly those
+/// pages become resident (P).
+pub fn t18_same_page_concurrent_faults(ctx: &Ctx) -> Result<(), Skip> {
+    const THREADS: usize = 16;
+    let pm = PagedMap::new(64);
+    pm.fill(7);
+    let m = pm.map_rw();
+    let barrier = Barrier::new(THREADS);
+    let seen: Vec<thread::Result<u64>> = thread::scope(|s| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    m.read_u64(7 * PAGE + 8)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join()).collect()
+    });
+    for (t, v) in seen.into_iter().enumerate() {
+        let v = v.expect("reader thread panicked");
+        assert_eq!(
+            v,
+            pattern(7, 1),
+            "thread {t}'s read of page 7 during concurrent first faults"
+        );
+    }
+    assert_eq!(
+        rss(m.addr()),
+        ctx.pick(PAGE as u64, m.len() as u64),
+        "{ctx}: Rss after 16 concurrent faults on one page"
+    );
+
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (m, barrier) = (&m, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                m.write_u64(9 * PAGE + t * 8, 0x9000 + t as u64);
+            });
+        }
+    });
+    let page9 = pm.lookup_page(9);
+    for t in 0..THREADS {
+        let got = u64::from_ne_bytes(page9[t * 8..t * 8 + 8].try_into().unwrap());
+        assert_eq!(
+            got,
+            0x9000 + t as u64,
+            "word {t} of page 9 after concurrent first writes"
+        );
+    }
+    assert_eq!(
+        present_pages(m.addr(), 64),
+        ctx.pick(vec![7, 9], (0..64).collect()),
+        "{ctx}: present pages"
+    );
+    Ok(())
+}
+
+/// T18: threads fault disjoint pages (read, write, read back) while others
+/// loop MADV_DONTNEED, mmap+munmap, fork and UPDATE_ELEM on the same map.
+/// Data must stay right; the runner checks dmesg afterwards; freeze must
+/// succeed once everything is unmapped (open/close stayed balanced).
+pub fn t18_fault_races(ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 64;
+    const READERS: usize = 4;
+    const PER: usize = 8; // reader r owns pages r*PER..(r+1)*PER
+                          // Readers stop after MIN_ITERS once every background loop has done
+                          // MIN_LOOPS rounds, or at the deadline, whichever is later/first.
+    const MIN_ITERS: u64 = 3000;
+    const MIN_LOOPS: u64 = 5;
+    let pm = PagedMap::new(PAGES);
+    pm.fill_all();
+    let mapping = pm.map_rw();
+    let m = &mapping;
+    // On U a zapped page of `m` would SIGBUS the readers (no .fault): the
+    // zapper works on a second mapping nobody reads instead.
+    let zap_other = (!ctx.is_patched()).then(|| ok(pm.mmap(PAGES, RW, 0), "second mapping"));
+    let stop = AtomicBool::new(false);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let hard_stop = deadline + Duration::from_secs(2);
+    let running = |stop: &AtomicBool| !stop.load(Ordering::Relaxed) && Instant::now() < hard_stop;
+    let counts: [AtomicU64; 4] = Default::default();
+    // Everybody starts together, so the loops really overlap.
+    let start = Barrier::new(READERS + 4);
+    let (pm, stop, counts, start) = (&pm, &stop, &counts, &start);
+    let background_done = move || {
+        counts
+            .iter()
+            .all(|c| c.load(Ordering::Relaxed) >= MIN_LOOPS)
+    };
+    let zap = zap_other.as_ref().unwrap_or(m);
+
+    let iters: Vec<thread::Result<u64>> = thread::scope(|s| {
+        let readers: Vec<_> = (0..READERS)
+            .map(|r| {
+                s.spawn(move || {
+                    let mut it = 0u64;
+                    start.wait();
+                    while (it < MIN_ITERS || !background_done()) && Instant::now() < deadline {
+                        for p in r * PER..(r + 1) * PER {
+                            assert_eq!(
+                                m.read_u64(p * PAGE),
+                                pattern(p, 0),
+                                "reader {r}: page {p} word 0, iteration {it}"
+                            );
+                            m.write_u64(p * PAGE + 8, it);
+                            assert_eq!(
+                                m.read_u64(p * PAGE + 8),
+                                it,
+                                "reader {r}: page {p} read-back, iteration {it}"
+                            );
+                        }
+                        it += 1;
+                    }
+                    it
+                })
+            })
+            .collect();
+        s.spawn(move || {
+            start.wait();
+            while running(stop) {
+                ok(
+                    mm::madvise(zap.addr(), zap.len(), libc::MADV_DONTNEED),
+                    "MADV_DONTNEED",
+                );
+                counts[0].fetch_add(1, Ordering::Relaxed);
+                thread::yield_now();
+            }
+        });
+        s.spawn(move || {
+            start.wait();
+            while running(stop) {
+                let t = ok(pm.mmap(PAGES, RO, 0), "mmap in the mapper thread");
+                for p in [32, 45, PAGES - 1] {
+                    assert_eq!(t.read_u64(p * PAGE), pattern(p, 0), "mapper: page {p}");
+                }
+                drop(t);
+                counts[1].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        s.spawn(move || {
+            let addr = m.addr() + 33 * PAGE;
+            let want = pattern(33, 0);
+            start.wait();
+            while running(stop) {
+                // SAFETY: the child of a multi-threaded process only loads
+                // one word and _exit()s: no locks, no allocation.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    let v = unsafe { mm::peek(addr) };
+                    unsafe { libc::_exit(i32::from(v != want)) };
+                }
+                assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+                let st = waitpid(pid);
+                assert!(
+                    st == 0,
+                    "fork child reading page 33: {} (exit 1 = wrong data)",
+                    describe_status(st)
+                );
+                counts[2].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        s.spawn(move || {
+            let mut images: Vec<Vec<u8>> = (PAGES / 2..PAGES).map(page_image).collect();
+            let mut n = 0u64;
+            start.wait();
+            while running(stop) {
+                n += 1;
+                for (i, img) in images.iter_mut().enumerate() {
+                    img[8..16].copy_from_slice(&n.to_ne_bytes());
+                    ok(
+                        pm.map.update_idx((PAGES / 2 + i) as u32, img),
+                        "UPDATE_ELEM in the updater thread",
+                    );
+                }
+                counts[3].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let iters = readers.into_iter().map(|h| h.join()).collect();
+        stop.store(true, Ordering::Relaxed);
+        iters
+    });
+
+    let loops: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    println!("[selftests] t18: background loops (dontneed, mmap, fork, update) = {loops:?}");
+    for (r, it) in iters.into_iter().enumerate() {
+        let it = it.expect("reader thread panicked");
+        assert!(it > 0, "reader {r} made no progress");
+        for p in r * PER..(r + 1) * PER {
+            assert_eq!(
+                pm.lookup_word(p, 1),
+                it - 1,
+                "LOOKUP_ELEM of reader {r}'s last write to page {p}"
+            );
+            assert_eq!(
+                pm.lookup_word(p, 0),
+                pattern(p, 0),
+                "page {p} word 0 after the races"
+            );
+        }
+    }
+    for (name, n) in ["madvise", "mmap", "fork", "update"].iter().zip(&loops) {
+        assert!(*n > 0, "the {name} thread never ran");
+    }
+    drop(zap_other);
+    drop(mapping);
+    ok(
+        pm.map.freeze(),
+        "BPF_MAP_FREEZE after all mappings are gone",
+    );
+    Ok(())
+}
+
+/// T19: 50 rounds of create 64 MiB map, touch every page, destroy: memory
+/// comes back (MemAvailable within a few MiB of its baseline).
+pub fn t19_no_leak_after_many_maps(_ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 64 * MIB / PAGE;
+    const ROUNDS: usize = 50;
+    const WARMUP: usize = 5;
+    // Noise allowed below the baseline. Debug kernels drift more (KASAN
+    // vmalloc shadow and vmalloc page tables follow the address space
+    // churn: ~7.5 MiB over 50 rounds on the base kernel too); a leak of
+    // the map's pages would be 64 MiB per round.
+    let slack_kb: u64 = if is_debug_kernel() {
+        16 * 1024
+    } else {
+        8 * 1024
+    };
+    let round = || {
+        let map = ok(
+            MapSpec::mmapable_array(PAGE as u32, PAGES as u32).create(),
+            "creating a 64 MiB map",
+        );
+        let m = ok(
+            mm::map_shared(map.fd(), PAGES * PAGE, RW, 0),
+            "mmap of 64 MiB",
+        );
+        for p in 0..PAGES {
+            m.write_u8(p * PAGE, 1);
+        }
+    };
+    // Warm up before the baseline: slab caches, per-cpu lists, and the
+    // kernel's vmalloc address space, whose page tables (and KASAN shadow)
+    // grow until lazily freed areas get purged and reused. Then let the
+    // deferred frees finish.
+    let t0 = Instant::now();
+    for _ in 0..WARMUP {
+        round();
+    }
+    let base = settled_mem_available();
+    let t1 = Instant::now();
+    for _ in 0..ROUNDS {
+        round();
+    }
+    let t2 = Instant::now();
+    // Maps are freed from a workqueue: give it time to catch up.
+    let deadline = t2 + Duration::from_secs(30);
+    let now = loop {
+        let now = ok(proc::mem_available_kb(), "MemAvailable");
+        if now + slack_kb >= base {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "MemAvailable did not recover after {ROUNDS} x 64 MiB maps: baseline {base} kB, now {now} kB ({} kB missing)",
+            base - now
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let recovery = t2.elapsed();
+    println!(
+        "[selftests] t19: warm-up {} ms, {ROUNDS} rounds {} ms, recovery {} ms; MemAvailable {base} kB -> {now} kB, settled {} kB (slack {slack_kb} kB)",
+        (t1 - t0).as_millis(),
+        (t2 - t1).as_millis(),
+        recovery.as_millis(),
+        settled_mem_available()
+    );
+    Ok(())
+}
+
+/// KASAN or lockdep kernel (the harness's `--debug` variant).
+fn is_debug_kernel() -> bool {
+    std::path::Path::new("/proc/lockdep").exists()
+        || Kmsg::open_from_start()
+            .map(|mut k| {
+                k.read_new()
+                    .iter()
+                    .any(|m| m.contains("KernelAddressSanitizer"))
+            })
+            .unwrap_or(false)
+}
+
+/// MemAvailable once it stops moving (two readings 200 ms apart within
+/// 512 kB), at most after 30 s.
+fn settled_mem_available() -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = ok(proc::mem_available_kb(), "MemAvailable");
+    loop {
+        thread::sleep(Duration::from_millis(200));
+        let now = ok(proc::mem_available_kb(), "MemAvailable");
+        if now.abs_diff(last) < 512 || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// T20: a 1 GiB map: mmap() is fast and maps nothing (P) / everything (U);
+/// then 32 mappings of it at once.
+pub fn t20_huge_map_lazy(ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 1024 * MIB / PAGE;
+    const MAPPINGS: usize = 32;
+    let total_kb = ok(proc::meminfo_kb("MemTotal"), "MemTotal");
+    if total_kb < 2560 * 1024 {
+        return Err(Skip::new(format!(
+            "needs ~3 GiB guest RAM, MemTotal is {total_kb} kB"
+        )));
+    }
+    let pm = PagedMap::new(PAGES);
+    let window = 32 * MIB / PAGE; // pages per mapping on U, see below
+    let probe = |i: usize| i * window + 5;
+    for p in [0, PAGES / 2, PAGES - 1]
+        .into_iter()
+        .chain((0..MAPPINGS).map(probe))
+    {
+        pm.fill(p);
+    }
+
+    let t0 = Instant::now();
+    let m = pm.map_rw();
+    let took = t0.elapsed();
+    println!(
+        "[selftests] t20: mmap of 1 GiB took {} us on the {ctx}",
+        took.as_micros()
+    );
+    if ctx.is_patched() {
+        // O(1) mmap: generous even under TCG; the eager path inserts 262144 PTEs.
+        assert!(
+            took < Duration::from_millis(200),
+            "{ctx}: mmap of a 1 GiB map took {took:?}"
+        );
+    }
+    assert_eq!(
+        rss(m.addr()),
+        ctx.pick(0, m.len() as u64),
+        "{ctx}: Rss of an untouched 1 GiB mapping"
+    );
+    for p in [0, PAGES / 2, PAGES - 1] {
+        check_page(&m, p, p, "1 GiB mapping");
+    }
+    drop(m);
+
+    // 32 mappings at once: of the whole map on P; on U each would insert
+    // 262144 PTEs (far too slow under TCG), so U maps a 32 MiB window of
+    // each, covering the map once.
+    let pte_before = ok(proc::vm_pte_kb(), "VmPTE");
+    let maps: Vec<Mapping> = (0..MAPPINGS)
+        .map(|i| match ctx.kernel {
+            Kernel::Patched => pm.map_rw(),
+            Kernel::Base => ok(pm.mmap(window, RW, i * window), "32 MiB window"),
+        })
+        .collect();
+    for (i, mp) in maps.iter().enumerate() {
+        assert_eq!(
+            rss(mp.addr()),
+            ctx.pick(0, mp.len() as u64),
+            "{ctx}: Rss of mapping {i} of {MAPPINGS}"
+        );
+        let at = ctx.pick(probe(i), 5);
+        check_page(mp, at, probe(i), &format!("mapping {i}"));
+    }
+    let pte_kb = ok(proc::vm_pte_kb(), "VmPTE") - pte_before;
+    println!("[selftests] t20: {MAPPINGS} mappings cost {pte_kb} kB of page tables on the {ctx}");
+    match ctx.kernel {
+        // One touched page per mapping: a PTE page plus upper levels each.
+        Kernel::Patched => assert!(
+            pte_kb < 1024,
+            "{ctx}: {MAPPINGS} lazily populated mappings use {pte_kb} kB of page tables"
+        ),
+        // 1 GiB worth of PTEs: 2 MiB of PTE pages.
+        Kernel::Base => assert!(
+            pte_kb >= 2048,
+            "{ctx}: eagerly populated windows use only {pte_kb} kB of page tables"
+        ),
+    }
+    Ok(())
+}
