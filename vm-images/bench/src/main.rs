@@ -160,11 +160,11 @@ fn run(opts: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// The seed's table: the four scenarios on an 8 MiB map, interleaved.
+/// The seed's table: the four scenarios on an 8 MiB map, one block each.
 fn table(results: &mut Results, iterations: usize) -> Result<(), String> {
     let map = create_map(TABLE_SIZE)?;
     let scenarios = Scenario::TABLE;
-    let samples = stats::sample_interleaved(
+    let samples = stats::sample_blocks(
         scenarios.len(),
         stats::warmup_rounds(iterations),
         iterations,
@@ -211,7 +211,7 @@ fn sweep(results: &mut Results, opts: &Options) -> Result<ArrayMap, String> {
             scenarios.push(Scenario::NopopulateTouchall);
         }
         let iterations = stats::sweep_iterations(opts.iterations, size);
-        let samples = stats::sample_interleaved(
+        let samples = stats::sample_blocks(
             scenarios.len(),
             stats::warmup_rounds(iterations),
             iterations,

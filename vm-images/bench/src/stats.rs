@@ -76,29 +76,27 @@ pub const SWEEP_TOUCH_MAX: u64 = 64 * MIB;
 /// The memory measurement touches the mapping only up to this size.
 pub const MEMORY_TOUCH_MAX: u64 = 256 * MIB;
 
-/// Order of the scenarios in round `round`: round-robin, with the starting
-/// scenario rotating so no scenario always runs right after the same other
-/// one (e.g. after a populate that warmed the caches).
-pub fn round_order(scenarios: usize, round: usize) -> impl Iterator<Item = usize> {
-    (0..scenarios).map(move |i| (round + i) % scenarios)
-}
-
-/// Runs `warmup` discarded rounds, then `iterations` measured rounds; each
-/// round calls `measure(i)` once per scenario index i in `round_order`.
-/// Interleaving means slow drift (timer, host load) hits all scenarios alike.
+/// Runs each scenario in its own block: `warmup` discarded calls, then
+/// `iterations` measured ones. Blocks, not interleaving: work one scenario
+/// leaves behind (page tables and pages freed after RCU grace periods once
+/// a touched mapping is unmapped) must not land in the next scenario's
+/// timings, and the warm-up absorbs what the previous block left.
+/// Drift across a run is handled by repeating whole boots on the host.
 /// Returns the samples per scenario.
-pub fn sample_interleaved<E>(
+pub fn sample_blocks<E>(
     scenarios: usize,
     warmup: usize,
     iterations: usize,
     mut measure: impl FnMut(usize) -> Result<u64, E>,
 ) -> Result<Vec<Vec<u64>>, E> {
     let mut samples = vec![Vec::with_capacity(iterations); scenarios];
-    for round in 0..warmup + iterations {
-        for i in round_order(scenarios, round) {
+    for (i, block) in samples.iter_mut().enumerate() {
+        // Let deferred frees (RCU callbacks) of the previous block run.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for call in 0..warmup + iterations {
             let ns = measure(i)?;
-            if round >= warmup {
-                samples[i].push(ns);
+            if call >= warmup {
+                block.push(ns);
             }
         }
     }
@@ -186,27 +184,19 @@ mod tests {
     }
 
     #[test]
-    fn order_rotates() {
-        let r: Vec<Vec<usize>> = (0..4).map(|r| round_order(4, r).collect()).collect();
-        assert_eq!(r[0], [0, 1, 2, 3]);
-        assert_eq!(r[1], [1, 2, 3, 0]);
-        assert_eq!(r[3], [3, 0, 1, 2]);
-    }
-
-    #[test]
-    fn interleaved_sampling_discards_warmup() {
+    fn block_sampling_discards_warmup() {
         let mut calls = Vec::new();
         let mut t = 0u64;
-        let samples = sample_interleaved::<()>(2, 1, 3, |i| {
+        let samples = sample_blocks::<()>(2, 1, 3, |i| {
             calls.push(i);
             t += 1;
             Ok(t)
         })
         .unwrap();
-        assert_eq!(calls, [0, 1, 1, 0, 0, 1, 1, 0]);
-        assert_eq!(samples[0], [4, 5, 8]);
-        assert_eq!(samples[1], [3, 6, 7]);
-        let err = sample_interleaved(2, 1, 3, |i| if i == 1 { Err("boom") } else { Ok(1) });
+        assert_eq!(calls, [0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(samples[0], [2, 3, 4]);
+        assert_eq!(samples[1], [6, 7, 8]);
+        let err = sample_blocks(2, 1, 3, |i| if i == 1 { Err("boom") } else { Ok(1) });
         assert_eq!(err, Err("boom"));
     }
 
