@@ -55,25 +55,9 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     take_panic_message().unwrap_or_else(|| payload_string(p))
 }
 
+/// `SIGBUS`, or `signal 64` for the rare ones.
 pub fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {sig}"),
-    };
-    name.to_string()
+    guest_common::signal_name(sig).map_or_else(|| format!("signal {sig}"), str::to_string)
 }
 
 /// Human description of a wait(2) status.

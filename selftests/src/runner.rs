@@ -20,12 +20,13 @@
 //! ```
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
+
+use guest_common::port;
 
 use crate::child::{self, describe_status, panic_message};
 use crate::kmsg::{find_splats, Kmsg};
@@ -175,38 +176,17 @@ impl ResultSink {
             return Ok(ResultSink { file: None });
         };
         let regular = std::fs::metadata(path).map(|m| m.is_file()).unwrap_or(true);
-        let file = OpenOptions::new()
-            .write(true)
-            .create(regular)
-            .truncate(regular)
-            .custom_flags(libc::O_NOCTTY)
-            .open(path)?;
-        let fd = file.as_raw_fd();
-        // SAFETY: termios is plain data, filled by tcgetattr before use.
-        unsafe {
-            if libc::isatty(fd) == 1 {
-                // Raw mode: no newline translation or echo on the serial port.
-                let mut t: libc::termios = std::mem::zeroed();
-                if libc::tcgetattr(fd, &mut t) == 0 {
-                    libc::cfmakeraw(&mut t);
-                    libc::tcsetattr(fd, libc::TCSANOW, &t);
-                }
-            }
-        }
+        let file = port::open(path, regular)?;
+        // Raw mode is best effort here: a cooked port still gets the lines.
+        let _ = port::set_raw(&file);
         Ok(ResultSink { file: Some(file) })
     }
 
     fn emit(&mut self, line: &str) {
         debug_assert!(!line.contains('\n'));
-        if let Some(f) = &mut self.file {
-            let buf = format!("{line}\n");
-            // One write() per line so lines never interleave on the port.
-            match f.write(buf.as_bytes()) {
-                Ok(n) if n < buf.len() => {
-                    let _ = f.write_all(&buf.as_bytes()[n..]);
-                }
-                Ok(_) => {}
-                Err(e) => eprintln!("[selftests] writing results: {e}"),
+        if let Some(f) = &self.file {
+            if let Err(e) = port::write_line(f, &format!("{line}\n")) {
+                eprintln!("[selftests] writing results: {e}");
             }
         }
         println!("{line}");

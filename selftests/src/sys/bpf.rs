@@ -1,30 +1,32 @@
 //! Our own minimal `bpf(2)` wrapper: raw syscall with a `#[repr(C)]`
 //! `union bpf_attr`, covering only what the tests need. Layouts follow
 //! include/uapi/linux/bpf.h of Linux 6.12 and are checked at compile time.
+//! BPF_MAP_CREATE lives in guest-common, shared with bench.
 
 use std::ffi::CString;
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+use guest_common::bpf::{map_create, MapCreateAttr};
+
 use super::cvt;
 use crate::asm::Insn;
 
+pub use guest_common::bpf::{BPF_F_MMAPABLE, BPF_MAP_TYPE_ARRAY};
+
 pub const BPF_MAP_TYPE_HASH: u32 = 1;
-pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 pub const BPF_MAP_TYPE_ARENA: u32 = 33;
 
 pub const BPF_F_NUMA_NODE: u32 = 1 << 2;
 pub const BPF_F_RDONLY: u32 = 1 << 3;
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
-pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 
 pub const BPF_ANY: u64 = 0;
 
-const BPF_MAP_CREATE: u32 = 0;
 const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_PROG_LOAD: u32 = 5;
@@ -33,27 +35,6 @@ const BPF_MAP_GET_NEXT_ID: u32 = 12;
 const BPF_MAP_GET_FD_BY_ID: u32 = 14;
 const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
 const BPF_MAP_FREEZE: u32 = 22;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-    map_ifindex: u32,
-    btf_fd: u32,
-    btf_key_type_id: u32,
-    btf_value_type_id: u32,
-    btf_vmlinux_value_type_id: u32,
-    map_extra: u64,
-    value_type_btf_obj_fd: i32,
-    map_token_fd: i32,
-}
 
 /// MAP_LOOKUP_ELEM / MAP_UPDATE_ELEM / MAP_FREEZE.
 #[repr(C)]
@@ -125,7 +106,6 @@ struct InfoAttr {
 /// attr as long as the bytes it does not know are zero.
 #[repr(C)]
 pub union BpfAttr {
-    map_create: MapCreateAttr,
     map_elem: MapElemAttr,
     prog_load: ProgLoadAttr,
     test_run: TestRunAttr,
@@ -135,9 +115,6 @@ pub union BpfAttr {
 }
 
 const _: () = {
-    assert!(size_of::<MapCreateAttr>() == 80);
-    assert!(offset_of!(MapCreateAttr, numa_node) == 24);
-    assert!(offset_of!(MapCreateAttr, map_extra) == 64);
     assert!(offset_of!(MapElemAttr, key) == 8);
     assert!(offset_of!(MapElemAttr, flags) == 24);
     assert!(offset_of!(ProgLoadAttr, log_buf) == 32);
@@ -218,26 +195,16 @@ impl MapSpec {
     }
 
     pub fn create(&self) -> io::Result<Map> {
-        let mut attr = zeroed_attr();
-        attr.map_create = MapCreateAttr {
+        let fd = map_create(&MapCreateAttr {
             map_type: self.map_type,
             key_size: self.key_size,
             value_size: self.value_size,
             max_entries: self.max_entries,
             map_flags: self.map_flags,
-            inner_map_fd: 0,
             numa_node: self.numa_node,
-            map_name: [0; 16],
-            map_ifindex: 0,
-            btf_fd: 0,
-            btf_key_type_id: 0,
-            btf_value_type_id: 0,
-            btf_vmlinux_value_type_id: 0,
             map_extra: self.map_extra,
-            value_type_btf_obj_fd: 0,
-            map_token_fd: 0,
-        };
-        let fd = owned(sys_bpf(BPF_MAP_CREATE, &mut attr)?);
+            ..Default::default()
+        })?;
         Ok(Map {
             fd,
             key_size: self.key_size as usize,

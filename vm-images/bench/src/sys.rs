@@ -1,48 +1,21 @@
 //! The raw system calls the benchmark needs: bpf(BPF_MAP_CREATE), mmap, the
 //! monotonic clock, /proc parsing, and the results port.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_TYPE_ARRAY: u32 = 2;
-const BPF_F_MMAPABLE: u32 = 0x400;
+use guest_common::bpf::{map_create, MapCreateAttr, BPF_F_MMAPABLE, BPF_MAP_TYPE_ARRAY};
+use guest_common::port;
 
 /// Array element size: one page per element, so the map is exactly `size`.
 const VALUE_SIZE: u32 = 4096;
 /// The benchmark touches one byte per 4 KiB page (x86_64 base page).
 pub const PAGE: usize = 4096;
 
-/// The leading fields of `union bpf_attr` for BPF_MAP_CREATE. The kernel
-/// accepts a shorter attr and treats the rest as zero.
-#[repr(C)]
-#[derive(Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-}
-
 /// `what: ENAME (text)`; the name makes logs greppable, the text readable.
 pub fn describe(what: &str, err: &io::Error) -> String {
-    let name = match err.raw_os_error() {
-        Some(libc::EPERM) => "EPERM ",
-        Some(libc::ENOMEM) => "ENOMEM ",
-        Some(libc::EINVAL) => "EINVAL ",
-        Some(libc::E2BIG) => "E2BIG ",
-        Some(libc::ENOSYS) => "ENOSYS ",
-        Some(libc::EACCES) => "EACCES ",
-        Some(libc::ENOENT) => "ENOENT ",
-        _ => "",
-    };
-    format!("{what}: {name}({err})")
+    format!("{what}: {}", guest_common::err_name(err))
 }
 
 /// A BPF_F_MMAPABLE array map of `size` bytes (a multiple of 4 KiB).
@@ -64,21 +37,7 @@ impl ArrayMap {
             ..Default::default()
         };
         attr.map_name[..12].copy_from_slice(b"bpflab_bench");
-        // SAFETY: attr is a valid, fully initialized bpf_attr prefix of the
-        // size passed.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_MAP_CREATE,
-                &attr as *const MapCreateAttr,
-                std::mem::size_of::<MapCreateAttr>(),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel just returned this fd to us; nobody else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let fd = map_create(&attr)?;
         Ok(ArrayMap { fd, size })
     }
 }
@@ -209,47 +168,23 @@ pub struct Results {
 
 impl Results {
     /// Opens without O_CREAT, so a missing /dev/ttyS1 is an error rather than
-    /// a regular file nobody reads. A tty is put in raw mode so "\n" reaches
-    /// the host unchanged.
+    /// a regular file nobody reads; a tty is put in raw mode (see [`port`]).
     pub fn open(path: &str) -> Result<Results, String> {
-        let file = OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| describe(&format!("open results {path}"), &e))?;
-        let fd = file.as_raw_fd();
-        // SAFETY: termios is plain data, filled by tcgetattr before use.
-        unsafe {
-            let mut tio: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(fd, &mut tio) == 0 {
-                libc::cfmakeraw(&mut tio);
-                if libc::tcsetattr(fd, libc::TCSANOW, &tio) != 0 {
-                    let e = io::Error::last_os_error();
-                    return Err(describe(&format!("tcsetattr {path}"), &e));
-                }
-            }
-        }
+        let file =
+            port::open(path, false).map_err(|e| describe(&format!("open results {path}"), &e))?;
+        port::set_raw(&file).map_err(|e| describe(&format!("tcsetattr {path}"), &e))?;
         Ok(Results {
             file,
             path: path.to_string(),
         })
     }
 
-    /// Sends `BPFLAB-BENCH <json>` in a single write() (so lines from
-    /// different writers cannot interleave) and echoes it to stdout.
+    /// Sends `BPFLAB-BENCH <json>` in a single write() and echoes it to
+    /// stdout.
     pub fn emit(&mut self, json: &str) -> Result<(), String> {
         let line = format!("BPFLAB-BENCH {json}\n");
-        let n = self
-            .file
-            .write(line.as_bytes())
+        port::write_line(&self.file, &line)
             .map_err(|e| describe(&format!("write results {}", self.path), &e))?;
-        if n != line.len() {
-            return Err(format!(
-                "write results {}: short write {n}/{}",
-                self.path,
-                line.len()
-            ));
-        }
         print!("{line}");
         Ok(())
     }
@@ -297,12 +232,6 @@ Rss:                   0 kB
     #[test]
     fn own_status_has_vmpte() {
         assert!(vmpte_kb().is_ok());
-    }
-
-    #[test]
-    fn attr_layout() {
-        // map_type..numa_node are 7 u32s, then the 16-byte name.
-        assert_eq!(std::mem::size_of::<MapCreateAttr>(), 44);
     }
 
     #[test]

@@ -6,52 +6,9 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 
-/// Symbolic errno names keep verdict details short and greppable
-/// (`mount /proc: ENODEV` rather than a locale-dependent sentence).
-pub fn errno_name(errno: i32) -> String {
-    let name = match errno {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::ESRCH => "ESRCH",
-        libc::EINTR => "EINTR",
-        libc::EIO => "EIO",
-        libc::ENXIO => "ENXIO",
-        libc::E2BIG => "E2BIG",
-        libc::ENOEXEC => "ENOEXEC",
-        libc::EBADF => "EBADF",
-        libc::ECHILD => "ECHILD",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EEXIST => "EEXIST",
-        libc::ENODEV => "ENODEV",
-        libc::ENOTDIR => "ENOTDIR",
-        libc::EISDIR => "EISDIR",
-        libc::EINVAL => "EINVAL",
-        libc::ENFILE => "ENFILE",
-        libc::EMFILE => "EMFILE",
-        libc::ENOTTY => "ENOTTY",
-        libc::ETXTBSY => "ETXTBSY",
-        libc::ENOSPC => "ENOSPC",
-        libc::EROFS => "EROFS",
-        libc::ENOSYS => "ENOSYS",
-        libc::ELOOP => "ELOOP",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        _ => return format!("errno {errno}"),
-    };
-    name.to_string()
-}
+use guest_common::port;
 
-/// `what: ENAME` for an io::Error, falling back to its text when it carries
-/// no errno (e.g. a Rust-level error).
-pub fn describe(what: &str, err: &io::Error) -> String {
-    match err.raw_os_error() {
-        Some(errno) => format!("{what}: {}", errno_name(errno)),
-        None => format!("{what}: {err}"),
-    }
-}
+pub use guest_common::describe;
 
 /// One filesystem /init mounts.
 pub struct Mount {
@@ -163,43 +120,15 @@ pub fn uptime() -> String {
         .unwrap_or_else(|| "?".to_string())
 }
 
-/// Writes `line` to a serial port in one write(), after switching the port to
-/// raw mode so the tty layer neither rewrites "\n" as "\r\n" nor echoes; then
-/// waits for the UART to drain, because a reboot right after would otherwise
-/// cut the line off.
+/// Writes `line` to a serial port in one write(), in raw mode (see
+/// [`port`]); then waits for the UART to drain, because a reboot right after
+/// would otherwise cut the line off.
 pub fn write_serial_line(path: &str, line: &str) -> Result<(), String> {
-    let port = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| describe(&format!("open {path}"), &e))?;
-    let fd = port.as_raw_fd();
-    // SAFETY: termios is plain data; tcgetattr fills it before it is used.
-    unsafe {
-        let mut tio: libc::termios = std::mem::zeroed();
-        if libc::tcgetattr(fd, &mut tio) == 0 {
-            libc::cfmakeraw(&mut tio);
-            if libc::tcsetattr(fd, libc::TCSANOW, &tio) != 0 {
-                return Err(describe(
-                    &format!("tcsetattr {path}"),
-                    &io::Error::last_os_error(),
-                ));
-            }
-        }
-    }
-    // SAFETY: the buffer is valid for line.len() bytes.
-    let n = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
-    if n < 0 {
-        return Err(describe(
-            &format!("write {path}"),
-            &io::Error::last_os_error(),
-        ));
-    }
-    if n as usize != line.len() {
-        return Err(format!("write {path}: short write {n}/{}", line.len()));
-    }
+    let port = port::open(path, false).map_err(|e| describe(&format!("open {path}"), &e))?;
+    port::set_raw(&port).map_err(|e| describe(&format!("tcsetattr {path}"), &e))?;
+    port::write_line(&port, line).map_err(|e| describe(&format!("write {path}"), &e))?;
     // SAFETY: fd is open; tcdrain fails harmlessly with ENOTTY on non-ttys.
-    unsafe { libc::tcdrain(fd) };
+    unsafe { libc::tcdrain(port.as_raw_fd()) };
     Ok(())
 }
 
@@ -238,15 +167,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn errno_names() {
-        assert_eq!(errno_name(libc::ENODEV), "ENODEV");
-        assert_eq!(errno_name(libc::ENOENT), "ENOENT");
-        assert_eq!(errno_name(9999), "errno 9999");
-        let e = io::Error::from_raw_os_error(libc::EPERM);
-        assert_eq!(describe("mount /proc", &e), "mount /proc: EPERM");
-    }
-
-    #[test]
     fn mount_table_order() {
         let pos = |t: &str| MOUNTS.iter().position(|m| m.target == t).unwrap();
         assert!(pos("/sys") < pos("/sys/fs/bpf"));
@@ -255,33 +175,6 @@ mod tests {
             .iter()
             .filter(|m| m.optional)
             .all(|m| m.fstype == "debugfs"));
-    }
-
-    /// On a tty (a pty here, standing in for ttyS1) the line must arrive
-    /// byte for byte: without raw mode, ONLCR would turn "\n" into "\r\n".
-    #[test]
-    fn serial_line_to_tty_is_raw() {
-        use std::io::Read;
-        use std::os::fd::FromRawFd;
-        // SAFETY: standard pty setup; ptsname's buffer is copied at once.
-        let (mut master, slave) = unsafe {
-            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-            assert!(fd >= 0);
-            assert_eq!(libc::grantpt(fd), 0);
-            assert_eq!(libc::unlockpt(fd), 0);
-            let name = std::ffi::CStr::from_ptr(libc::ptsname(fd));
-            (
-                std::fs::File::from_raw_fd(fd),
-                name.to_str().unwrap().to_string(),
-            )
-        };
-        // Keep the slave open, so the master does not see a hangup before
-        // the read.
-        let _hold = OpenOptions::new().read(true).open(&slave).unwrap();
-        write_serial_line(&slave, "BPFLAB-VERDICT fail exit=1\n").unwrap();
-        let mut buf = [0u8; 64];
-        let n = master.read(&mut buf).unwrap();
-        assert_eq!(&buf[..n], b"BPFLAB-VERDICT fail exit=1\n");
     }
 
     #[test]
