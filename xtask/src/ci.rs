@@ -160,7 +160,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     println!("\n{}", summary(&outcomes, started.elapsed()));
     let failed = outcomes.iter().filter(|o| !o.ok).count();
     println!(
-        "ci steps: {} passed, {failed} failed",
+        "steps: {} passed, {failed} failed",
         outcomes.len() - failed
     );
     Ok(if failed == 0 {
