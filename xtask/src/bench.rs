@@ -142,7 +142,7 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
     if kernels.len() >= 2 {
         write!(head, "{:>10}", "ratio").unwrap();
     }
-    write!(head, "   {:>9} {:>9}", "seed:before", "after").unwrap();
+    write!(head, "   {:>11} {:>9}", "seed before", "after").unwrap();
     writeln!(out, "{}", head.trim_end()).unwrap();
     for (scenario, label, seed_before, seed_after) in SEED_ROWS {
         let mut line = format!("  {label:<36}");

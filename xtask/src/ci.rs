@@ -159,10 +159,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     println!("\n{}", summary(&outcomes, started.elapsed()));
     let failed = outcomes.iter().filter(|o| !o.ok).count();
-    println!(
-        "steps: {} passed, {failed} failed",
-        outcomes.len() - failed
-    );
+    println!("steps: {} passed, {failed} failed", outcomes.len() - failed);
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

@@ -53,13 +53,19 @@ pub fn warmup_rounds(iterations: usize) -> usize {
     (iterations / 10).clamp(1, 3)
 }
 
+/// Fewest samples a sweep point gets: enough for a median that one slow
+/// call cannot move (a 1 GiB base mapping costs ~0.15 s under TCG).
+pub const MIN_SWEEP_ITERATIONS: usize = 10;
+
 /// Iterations for a sweep point: the table's count for sizes up to 8 MiB,
 /// scaled down in proportion above that (the cost is linear in size), but
-/// never below 3 (or `iterations` if that is smaller).
+/// never below MIN_SWEEP_ITERATIONS (or `iterations` if that is smaller).
 pub fn sweep_iterations(iterations: usize, size: u64) -> usize {
     let scaled = iterations as u128 * u128::from(TABLE_SIZE) / u128::from(size.max(1));
     let scaled = usize::try_from(scaled).unwrap_or(usize::MAX);
-    scaled.clamp(iterations.min(3), iterations).max(1)
+    scaled
+        .clamp(iterations.min(MIN_SWEEP_ITERATIONS), iterations)
+        .max(1)
 }
 
 /// Sweep sizes; `--quick` stops at 64 MiB.
@@ -162,10 +168,10 @@ mod tests {
     fn sweep_iteration_counts() {
         assert_eq!(sweep_iterations(30, 4 * KIB), 30);
         assert_eq!(sweep_iterations(30, 8 * MIB), 30);
-        assert_eq!(sweep_iterations(30, 64 * MIB), 3);
-        assert_eq!(sweep_iterations(30, GIB), 3);
+        assert_eq!(sweep_iterations(30, 64 * MIB), 10);
+        assert_eq!(sweep_iterations(30, GIB), 10);
         assert_eq!(sweep_iterations(100, 64 * MIB), 12);
-        assert_eq!(sweep_iterations(10, 64 * MIB), 3);
+        assert_eq!(sweep_iterations(10, 64 * MIB), 10);
         assert_eq!(
             sweep_iterations(2, GIB),
             2,
