@@ -84,9 +84,36 @@ pub struct KernelBench {
     pub boots: Vec<Vec<Record>>,
 }
 
+/// Which median of a record: the whole mmap()+munmap() cycle, or the
+/// mmap() call alone within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Cycle,
+    MmapOnly,
+}
+
+impl Metric {
+    fn median_ns(self, r: &Record) -> Option<u64> {
+        match self {
+            Metric::Cycle => r.median_ns,
+            Metric::MmapOnly => r.extra.get("mmap_median_ns").and_then(|v| v.as_u64()),
+        }
+    }
+}
+
 /// Median over boots of each boot's median for (kind, scenario, size), and
 /// the spread (max-min)/median of those boot medians.
 pub fn combined(k: &KernelBench, kind: &str, scenario: &str, size: u64) -> Option<(f64, f64)> {
+    combined_metric(k, kind, scenario, size, Metric::Cycle)
+}
+
+fn combined_metric(
+    k: &KernelBench,
+    kind: &str,
+    scenario: &str,
+    size: u64,
+    metric: Metric,
+) -> Option<(f64, f64)> {
     let mut meds: Vec<f64> = k
         .boots
         .iter()
@@ -97,7 +124,7 @@ pub fn combined(k: &KernelBench, kind: &str, scenario: &str, size: u64) -> Optio
                         && r.scenario.as_deref() == Some(scenario)
                         && r.size_bytes == size
                 })
-                .and_then(|r| r.median_ns)
+                .and_then(|r| metric.median_ns(r))
                 .map(|ns| ns as f64)
         })
         .collect();
@@ -177,7 +204,7 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
 }
 
 /// Every sweep size measured for `scenario` on `k`, ascending.
-pub fn sweep_points(k: &KernelBench, scenario: &str) -> Vec<(u64, f64)> {
+pub fn sweep_points(k: &KernelBench, scenario: &str, metric: Metric) -> Vec<(u64, f64)> {
     let mut sizes: Vec<u64> = k
         .boots
         .iter()
@@ -189,19 +216,27 @@ pub fn sweep_points(k: &KernelBench, scenario: &str) -> Vec<(u64, f64)> {
     sizes.dedup();
     sizes
         .into_iter()
-        .filter_map(|s| combined(k, "sweep", scenario, s).map(|(m, _)| (s, m)))
+        .filter_map(|s| combined_metric(k, "sweep", scenario, s, metric).map(|(m, _)| (s, m)))
         .collect()
 }
 
 /// How the no-access cost grows from the smallest to the largest size.
 pub fn sweep_summary(kernels: &[KernelBench]) -> String {
-    let mut out = String::from("\nSize sweep, mmap()+munmap() without access (growth = time at largest / time at smallest size):\n");
-    for k in kernels {
-        let pts = sweep_points(k, "nopopulate_noaccess");
-        if let (Some(first), Some(last)) = (pts.first(), pts.last()) {
+    let mut out = String::from(
+        "\nSize sweep without access (growth = time at largest / time at smallest size):\n",
+    );
+    for (metric, what) in [
+        (Metric::Cycle, "mmap()+munmap()"),
+        (Metric::MmapOnly, "mmap() alone"),
+    ] {
+        for k in kernels {
+            let pts = sweep_points(k, "nopopulate_noaccess", metric);
+            let (Some(first), Some(last)) = (pts.first(), pts.last()) else {
+                continue;
+            };
             writeln!(
                 out,
-                "  {:<10} {} at {} -> {} at {}: growth {:.1}x over {:.0}x more pages",
+                "  {:<10} {what:<16} {} at {} -> {} at {}: growth {:.1}x over {:.0}x more pages",
                 k.kernel,
                 us(first.1),
                 human_size(first.0),
@@ -336,9 +371,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let series: Vec<plot::Series> = results
         .iter()
         .flat_map(|k| {
-            ["nopopulate_noaccess", "nopopulate_touchall"].map(|s| plot::Series {
-                label: format!("{} {}", k.kernel, s.replace('_', " ")),
-                points: sweep_points(k, s)
+            [
+                ("nopopulate_noaccess", Metric::Cycle, "no access"),
+                (
+                    "nopopulate_noaccess",
+                    Metric::MmapOnly,
+                    "no access, mmap() alone",
+                ),
+                ("nopopulate_touchall", Metric::Cycle, "touch all"),
+            ]
+            .map(|(s, metric, label)| plot::Series {
+                label: format!("{} {label}", k.kernel),
+                points: sweep_points(k, s, metric)
                     .into_iter()
                     .map(|(x, y)| (x as f64, y / 1000.0))
                     .collect(),
@@ -426,11 +470,13 @@ mod tests {
     fn parses_guest_records() {
         let lines = vec![
             r#"{"kind":"scenario","scenario":"nopopulate_noaccess","size_bytes":8388608,"samples":30,"min_ns":1,"median_ns":2,"p90_ns":3}"#.to_string(),
+            r#"{"kind":"sweep","scenario":"nopopulate_noaccess","size_bytes":4096,"samples":30,"min_ns":1,"median_ns":8000,"p90_ns":3,"mmap_min_ns":1,"mmap_median_ns":4000}"#.to_string(),
+            r#"{"kind":"sweep","scenario":"nopopulate_noaccess","size_bytes":1073741824,"samples":10,"min_ns":1,"median_ns":18000,"p90_ns":3,"mmap_min_ns":1,"mmap_median_ns":4200}"#.to_string(),
             r#"{"kind":"memory","size_bytes":1073741824,"vmpte_kb_before":44,"vmpte_kb_after_mmap":2096,"vmpte_kb_after_touch":null,"rss_kb_after_mmap":0}"#.to_string(),
         ];
         let recs = parse_records(&lines).unwrap();
         assert_eq!(recs[0].median_ns, Some(2));
-        assert_eq!(recs[1].extra["vmpte_kb_after_mmap"], 2096);
+        assert_eq!(recs[3].extra["vmpte_kb_after_mmap"], 2096);
         assert!(parse_records(&["{not json".to_string()]).is_err());
         let k = KernelBench {
             kernel: "base".into(),
@@ -438,6 +484,19 @@ mod tests {
         };
         let s = sweep_summary(&[k]);
         assert!(s.contains("VmPTE +2052 kB"), "{s}");
+        let cycle = s
+            .lines()
+            .find(|l| l.contains("mmap()+munmap()") && l.contains("base"))
+            .unwrap();
+        assert!(
+            cycle.contains("8.0us at 4KiB -> 18.0us at 1GiB: growth 2.2x"),
+            "{cycle}"
+        );
+        let alone = s.lines().find(|l| l.contains("mmap() alone")).unwrap();
+        assert!(
+            alone.contains("4.0us at 4KiB -> 4.2us at 1GiB: growth 1.1x"),
+            "{alone}"
+        );
     }
 
     #[test]

@@ -7,10 +7,10 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-const W: f64 = 760.0;
+const W: f64 = 820.0;
 const H: f64 = 460.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 230.0;
+const RIGHT: f64 = 290.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 const COLORS: [&str; 8] = [
@@ -109,7 +109,9 @@ pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Stri
     .unwrap();
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let dash = if s.label.contains("touch") {
+        let dash = if s.label.contains("alone") {
+            r#" stroke-dasharray="2 3""#
+        } else if s.label.contains("touch") {
             r#" stroke-dasharray="6 4""#
         } else {
             ""

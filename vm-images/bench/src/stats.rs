@@ -89,12 +89,12 @@ pub const MEMORY_TOUCH_MAX: u64 = 256 * MIB;
 /// timings, and the warm-up absorbs what the previous block left.
 /// Drift across a run is handled by repeating whole boots on the host.
 /// Returns the samples per scenario.
-pub fn sample_blocks<E>(
+pub fn sample_blocks<T: Clone, E>(
     scenarios: usize,
     warmup: usize,
     iterations: usize,
-    mut measure: impl FnMut(usize) -> Result<u64, E>,
-) -> Result<Vec<Vec<u64>>, E> {
+    mut measure: impl FnMut(usize) -> Result<T, E>,
+) -> Result<Vec<Vec<T>>, E> {
     let mut samples = vec![Vec::with_capacity(iterations); scenarios];
     for (i, block) in samples.iter_mut().enumerate() {
         // Let deferred frees (RCU callbacks) of the previous block run.
@@ -122,6 +122,22 @@ pub fn fmt_size(bytes: u64) -> String {
 /// Nanoseconds as microseconds with one decimal, the seed table's unit.
 pub fn fmt_us(ns: u64) -> String {
     format!("{}.{}us", ns / 1000, (ns % 1000) / 100)
+}
+
+/// A `/proc/meminfo` field in kB.
+pub fn meminfo_kb(text: &str, field: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+/// Two MemFree readings 50 ms apart within 1 MiB of each other: nothing
+/// big is being freed any more. An unreadable value counts as settled.
+pub fn settled(before: Option<u64>, after: Option<u64>) -> bool {
+    match (before, after) {
+        (Some(a), Some(b)) => a.abs_diff(b) < 1024,
+        _ => true,
+    }
 }
 
 #[cfg(test)]
@@ -193,7 +209,7 @@ mod tests {
     fn block_sampling_discards_warmup() {
         let mut calls = Vec::new();
         let mut t = 0u64;
-        let samples = sample_blocks::<()>(2, 1, 3, |i| {
+        let samples = sample_blocks::<u64, ()>(2, 1, 3, |i| {
             calls.push(i);
             t += 1;
             Ok(t)
@@ -204,6 +220,17 @@ mod tests {
         assert_eq!(samples[1], [6, 7, 8]);
         let err = sample_blocks(2, 1, 3, |i| if i == 1 { Err("boom") } else { Ok(1) });
         assert_eq!(err, Err("boom"));
+    }
+
+    #[test]
+    fn memory_settling() {
+        let text = "MemTotal:        4000000 kB\nMemFree:         3000000 kB\nMemAvailable:    3500000 kB\n";
+        assert_eq!(meminfo_kb(text, "MemFree"), Some(3_000_000));
+        assert_eq!(meminfo_kb(text, "MemAvailable"), Some(3_500_000));
+        assert_eq!(meminfo_kb(text, "Nope"), None);
+        assert!(settled(Some(3_000_000), Some(3_000_500)));
+        assert!(!settled(Some(3_000_000), Some(3_065_536)));
+        assert!(settled(None, Some(1)));
     }
 
     #[test]
