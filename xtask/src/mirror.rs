@@ -72,16 +72,7 @@ pub fn fingerprint_of(root: &Path, files: &[String]) -> Result<String> {
     for f in files {
         hasher.update(f.as_bytes());
         match fs::symlink_metadata(root.join(f)) {
-            Ok(m) => hasher.update(
-                format!(
-                    "\0{}\0{}\0{}.{}\n",
-                    m.ino(),
-                    m.size(),
-                    m.mtime(),
-                    m.mtime_nsec()
-                )
-                .as_bytes(),
-            ),
+            Ok(m) => hasher.update(identity(&m).as_bytes()),
             Err(_) => hasher.update(b"\0missing\n"),
         }
     }
