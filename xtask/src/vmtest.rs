@@ -109,9 +109,12 @@ pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<T
             },
         ));
     }
+    // Held until the built kernels are copied out of the cache.
+    let mut lock = None;
     if !specs.is_empty() {
         let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| *s).collect();
-        let (manifest, _lock) = build_kernel::build_locked(source, &only)?;
+        let (manifest, cache) = build_kernel::build_locked(source, &only)?;
+        lock = Some(cache);
         for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
             let target = Target {
                 name: info.name,
@@ -121,9 +124,11 @@ pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<T
             };
             out.push((*i, target));
         }
-        out.sort_by_key(|(i, _)| *i);
-        let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
-        unique_names(&mut targets);
+    }
+    out.sort_by_key(|(i, _)| *i);
+    let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
+    unique_names(&mut targets);
+    if lock.is_some() {
         for t in &mut targets {
             let copy = run_dir.join(format!("{}.bzImage", t.name));
             fs::copy(&t.bzimage, &copy).with_context(|| {
@@ -131,11 +136,7 @@ pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<T
             })?;
             t.bzimage = copy;
         }
-        return Ok(targets);
     }
-    out.sort_by_key(|(i, _)| *i);
-    let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
-    unique_names(&mut targets);
     Ok(targets)
 }
 
