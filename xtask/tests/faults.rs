@@ -78,45 +78,48 @@ fn kernel_path(m: &serde_json::Value, name: &str, field: &str) -> PathBuf {
     PathBuf::from(k[field].as_str().unwrap())
 }
 
-/// PIDs of QEMU processes whose command line mentions `needle`.
-fn qemu_pids(needle: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.starts_with("qemu-system-x86_64") && cmd.contains(needle) {
-            pids.push(pid);
-        }
-    }
-    pids
+/// Every process: its pid and /proc directory.
+fn processes() -> impl Iterator<Item = (u32, PathBuf)> {
+    fs::read_dir("/proc").unwrap().flatten().filter_map(|e| {
+        Some((
+            e.file_name().to_string_lossy().parse::<u32>().ok()?,
+            e.path(),
+        ))
+    })
 }
 
-fn children_of(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // The field after the ")" that closes the command name is the state, then the ppid.
-        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-        if after
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok())
-            == Some(parent)
-        {
-            out.push(pid);
-        }
-    }
-    out
+/// PIDs of QEMU processes whose command line mentions `needle`.
+fn qemu_pids(needle: &str) -> Vec<u32> {
+    processes()
+        .filter(|(_, dir)| {
+            let cmd = fs::read(dir.join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.starts_with("qemu-system-x86_64") && cmd.contains(needle)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// Children of `parent` whose command name (comm) satisfies `name`.
+fn children_named(parent: u32, name: impl Fn(&str) -> bool) -> Vec<u32> {
+    processes()
+        .filter(|(_, dir)| {
+            let stat = fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            // The field after the ")" that closes the command name is the state, then the ppid.
+            let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+            let ppid = after
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok());
+            ppid == Some(parent)
+                && name(
+                    fs::read_to_string(dir.join("comm"))
+                        .unwrap_or_default()
+                        .trim(),
+                )
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 fn wait_with_deadline(child: &mut Child, limit: Duration) -> i32 {
@@ -226,14 +229,7 @@ fn qemu_killed_mid_run_is_a_vm_failure_and_leaves_nothing_running() {
     .unwrap();
     let start = Instant::now();
     let qemu = loop {
-        let kids: Vec<u32> = children_of(child.id())
-            .into_iter()
-            .filter(|p| {
-                fs::read_to_string(format!("/proc/{p}/comm"))
-                    .unwrap_or_default()
-                    .starts_with("qemu-system")
-            })
-            .collect();
+        let kids = children_named(child.id(), |c| c.starts_with("qemu-system"));
         if let Some(p) = kids.first() {
             break *p;
         }
@@ -418,15 +414,7 @@ fn build_killed_half_way_recovers_on_the_next_run() {
     // Wait until make is running, then kill the whole run.
     let start = Instant::now();
     loop {
-        let makes: Vec<u32> = children_of(child.id())
-            .into_iter()
-            .filter(|p| {
-                fs::read_to_string(format!("/proc/{p}/comm"))
-                    .unwrap_or_default()
-                    .trim()
-                    == "make"
-            })
-            .collect();
+        let makes = children_named(child.id(), |c| c == "make");
         if !makes.is_empty() && start.elapsed() > Duration::from_secs(5) {
             break;
         }
