@@ -6,47 +6,9 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 
-/// Substrings that mark a kernel report. Case-sensitive, as printed.
-/// "WARNING:" is in [`LEADING_PATTERNS`] instead.
-pub const SPLAT_PATTERNS: &[&str] = &[
-    "BUG:",
-    "Oops",
-    "KASAN",
-    // Lockdep reports, by their headline: a bare "lockdep" would also match
-    // the boot banner "RCU lockdep checking is enabled." of debug kernels.
-    "possible circular locking",
-    "possible recursive locking",
-    "inconsistent lock state",
-    "suspicious RCU usage",
-    "detected stall",
-    "INFO: rcu",
-    "rcu_sched self-detected stall",
-    "Bad page",
-    "general protection fault",
-    "kernel BUG",
-    "UBSAN",
-    "page_table_check",
-    // Further lockdep / hung-task reports that do not contain the above.
-    "DEBUG_LOCKS_WARN_ON",
-    "INFO: trying to register non-static key",
-    "blocked for more than",
-    "Kernel panic",
-    "soft lockup",
-    "hard LOCKUP",
-];
-
-/// Patterns that only count at the start of a message. WARN() splats and
-/// lockdep reports print "WARNING: ..." first; x86 boot advisories such as
-/// "Speculative Return Stack Overflow: WARNING: See ..." carry a prefix and
-/// are not kernel bugs.
-pub const LEADING_PATTERNS: &[&str] = &["WARNING:"];
-
-/// Whether one message is a kernel report.
-pub fn is_splat(msg: &str) -> bool {
-    let t = msg.trim_start();
-    SPLAT_PATTERNS.iter().any(|p| msg.contains(p))
-        || LEADING_PATTERNS.iter().any(|p| t.starts_with(p))
-}
+/// Whether one message is a kernel report: the list the host's console
+/// watch uses too.
+pub use guest_common::splat::is_splat;
 
 /// The message text of one /dev/kmsg record ("pri,seq,ts,flags;text\n"
 /// followed by optional " KEY=value" continuation lines).

@@ -1,9 +1,13 @@
 //! Low-level code the guest programs (/init, selftests, bench) share:
-//! signal and errno names, the results port ([`port`]) and the one raw
-//! `bpf(2)` command both test programs issue themselves ([`bpf`]).
+//! signal and errno names, the results port ([`port`]), the one raw
+//! `bpf(2)` command both test programs issue themselves ([`bpf`]), and
+//! what the host harness shares with them: the results protocol
+//! ([`protocol`]) and the list of kernel splats ([`splat`]).
 
 pub mod bpf;
 pub mod port;
+pub mod protocol;
+pub mod splat;
 
 use std::io;
 

@@ -1,38 +1,11 @@
 //! Parsing of the `bpflab.*` keys on the kernel command line (pure code).
 
-/// Which guest program /init runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Program {
-    Selftests,
-    Bench,
-}
+use guest_common::protocol::{param, Program as P};
+pub use guest_common::protocol::{Inject, Program};
 
-impl Program {
-    /// Name of the program, which is also its file name under /bin.
-    pub fn name(self) -> &'static str {
-        match self {
-            Program::Selftests => "selftests",
-            Program::Bench => "bench",
-        }
-    }
-
-    pub fn path(self) -> String {
-        format!("/bin/{}", self.name())
-    }
-}
-
-/// A deliberate failure the harness asks for, to test its own failure paths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Inject {
-    /// Crash the kernel through sysrq before running the program.
-    Panic,
-    /// Provoke a kernel WARNING through lkdtm, then run the program.
-    Warn,
-    /// Run the program, then never write a verdict.
-    Hang,
-    /// Run the program, then write more to the console than the host
-    /// keeps: the host must bound its log and still report.
-    Flood,
+/// The program's path in the initramfs: /bin/<name>.
+pub fn program_path(program: Program) -> String {
+    format!("/bin/{}", program.name())
 }
 
 /// Kernel name used when the command line does not carry `bpflab.kernel`.
@@ -53,14 +26,14 @@ pub struct Config {
 /// with an invalid value is an error, because it means the harness and the
 /// guest disagree and any result would be meaningless.
 pub fn parse(cmdline: &str) -> Result<Config, String> {
-    let mut program = Program::Selftests;
+    let mut program = P::Selftests;
     let mut kernel: Option<String> = None;
     let mut args = Vec::new();
     let mut inject = None;
     let mut warnings = Vec::new();
 
     for word in cmdline.split_whitespace() {
-        let Some(rest) = word.strip_prefix("bpflab.") else {
+        let Some(rest) = word.strip_prefix(param::PREFIX) else {
             continue;
         };
         let (key, value) = match rest.split_once('=') {
@@ -69,27 +42,17 @@ pub fn parse(cmdline: &str) -> Result<Config, String> {
         };
         match key {
             "run" => {
-                program = match value {
-                    "selftests" => Program::Selftests,
-                    "bench" => Program::Bench,
-                    _ => return Err(format!("bad bpflab.run={value:?} (selftests|bench)")),
-                }
+                program = Program::parse(value)
+                    .ok_or(format!("bad {}={value:?} (selftests|bench)", param::RUN))?
             }
             "kernel" if !value.is_empty() => kernel = Some(value.to_string()),
             "kernel" => return Err("empty bpflab.kernel=".to_string()),
             "args" => args = split_args(value),
             "inject" => {
-                inject = Some(match value {
-                    "panic" => Inject::Panic,
-                    "warn" => Inject::Warn,
-                    "hang" => Inject::Hang,
-                    "flood" => Inject::Flood,
-                    _ => {
-                        return Err(format!(
-                            "bad bpflab.inject={value:?} (panic|warn|hang|flood)"
-                        ))
-                    }
-                })
+                inject = Some(Inject::parse(value).ok_or(format!(
+                    "bad {}={value:?} (panic|warn|hang|flood)",
+                    param::INJECT
+                ))?)
             }
             _ => warnings.push(format!("ignoring unknown key bpflab.{key}")),
         }
@@ -220,7 +183,7 @@ mod tests {
 
     #[test]
     fn program_paths() {
-        assert_eq!(Program::Selftests.path(), "/bin/selftests");
-        assert_eq!(Program::Bench.path(), "/bin/bench");
+        assert_eq!(program_path(Program::Selftests), "/bin/selftests");
+        assert_eq!(program_path(Program::Bench), "/bin/bench");
     }
 }

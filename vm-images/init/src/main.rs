@@ -18,7 +18,7 @@ use verdict::{Exit, Verdict};
 
 /// The second serial port carries machine-readable results to the host; the
 /// first (the console, our stdout) carries everything humans read.
-const RESULTS: &str = "/dev/ttyS1";
+const RESULTS: &str = guest_common::protocol::RESULTS_PORT;
 const SYSRQ_TRIGGER: &str = "/proc/sysrq-trigger";
 const LKDTM_DIRECT: &str = "/sys/kernel/debug/provoke-crash/DIRECT";
 
@@ -30,11 +30,14 @@ fn main() {
     sys::reboot()
 }
 
+/// What every console line of /init starts with.
+const SAY_PREFIX: &str = "bpflab-init: ";
+
 /// Prints a human line on the console. Errors are ignored: there is nobody
 /// to tell, and println! would panic.
 pub fn say(line: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "bpflab-init: {line}");
+    let _ = writeln!(out, "{SAY_PREFIX}{line}");
     let _ = out.flush();
 }
 
@@ -152,7 +155,7 @@ fn flood_console() {
 /// Runs the selected program with inherited stdio and maps how it ended.
 fn run_program(config: &Config) -> Verdict {
     let name = config.program.name();
-    let path = config.program.path();
+    let path = cmdline::program_path(config.program);
     // The host measures boot-to-first-test from this line.
     say(&format!("starting {name} at {}s", sys::uptime()));
     let status = Command::new(&path)
@@ -175,7 +178,8 @@ fn report(verdict: &Verdict) {
     let line = verdict.line();
     say(&format!(
         "verdict: {}",
-        line.trim_start_matches("BPFLAB-VERDICT ").trim_end()
+        line.trim_start_matches(guest_common::protocol::VERDICT)
+            .trim()
     ));
     if let Err(detail) = sys::write_serial_line(RESULTS, &line) {
         say(&format!("error: could not send the verdict: {detail}"));
@@ -196,6 +200,14 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_marker_is_what_init_says_when_it_starts_the_program() {
+        assert_eq!(
+            format!("{SAY_PREFIX}starting"),
+            guest_common::protocol::BOOT_MARKER
+        );
+    }
 
     #[test]
     fn panic_payloads() {

@@ -39,7 +39,7 @@ impl Verdict {
             .collect();
         let detail = detail.trim();
         let detail = if detail.is_empty() { "-" } else { detail };
-        format!("BPFLAB-VERDICT {outcome} {detail}\n")
+        format!("{} {outcome} {detail}\n", guest_common::protocol::VERDICT)
     }
 }
 

@@ -1,0 +1,173 @@
+//! The results protocol between the guest and the host harness, as
+//! constants both sides use: the line prefixes on the results port, the
+//! `bpflab.*` kernel parameters /init reads, and the boot marker.
+//!
+//! ```text
+//! BPFLAB-PLAN <n> <name> <name> ...      the tests about to run, in order
+//! BPFLAB-START <name>                    a test begins (names the culprit
+//!                                        if the kernel dies during it)
+//! BPFLAB-RESULT <name> pass <ms>
+//! BPFLAB-RESULT <name> fail <ms> <message on one line>
+//! BPFLAB-RESULT <name> skip 0 <reason>
+//! BPFLAB-RESULT <name> notrun 0 <why>    the runner stopped early
+//! BPFLAB-BENCH <json>                    one benchmark record
+//! BPFLAB-VERDICT pass|fail|error <detail>  exactly one, written by /init
+//! ```
+
+/// The project's one machine-facing name.
+pub const NAME: &str = "bpflab";
+
+pub const PLAN: &str = "BPFLAB-PLAN";
+pub const START: &str = "BPFLAB-START";
+pub const RESULT: &str = "BPFLAB-RESULT";
+pub const BENCH: &str = "BPFLAB-BENCH";
+pub const VERDICT: &str = "BPFLAB-VERDICT";
+/// Every protocol line starts with this.
+pub const LINE_PREFIX: &str = "BPFLAB-";
+
+/// What /init prints on the console when it hands over to the program; the
+/// host measures boot time up to it.
+pub const BOOT_MARKER: &str = "bpflab-init: starting";
+
+/// The guest's results port (its second serial port).
+pub const RESULTS_PORT: &str = "/dev/ttyS1";
+
+/// Kernel command-line keys read by /init.
+pub mod param {
+    pub const PREFIX: &str = "bpflab.";
+    pub const RUN: &str = "bpflab.run";
+    pub const KERNEL: &str = "bpflab.kernel";
+    pub const ARGS: &str = "bpflab.args";
+    pub const INJECT: &str = "bpflab.inject";
+}
+
+/// Words of a `BPFLAB-RESULT` line's status field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultWord {
+    Pass,
+    Fail,
+    Skip,
+    NotRun,
+}
+
+impl ResultWord {
+    pub const ALL: [ResultWord; 4] = [
+        ResultWord::Pass,
+        ResultWord::Fail,
+        ResultWord::Skip,
+        ResultWord::NotRun,
+    ];
+
+    pub fn word(self) -> &'static str {
+        match self {
+            ResultWord::Pass => "pass",
+            ResultWord::Fail => "fail",
+            ResultWord::Skip => "skip",
+            ResultWord::NotRun => "notrun",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<ResultWord> {
+        Self::ALL.into_iter().find(|w| w.word() == word)
+    }
+}
+
+/// Which guest program /init runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    Selftests,
+    Bench,
+}
+
+impl Program {
+    pub const ALL: [Program; 2] = [Program::Selftests, Program::Bench];
+
+    /// Name of the program, which is also its file name under /bin.
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Selftests => "selftests",
+            Program::Bench => "bench",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Program> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// A deliberate failure the harness asks /init for, to test its own
+/// failure paths. (Failures in the middle of the plan are asked of the
+/// selftests runner instead: see its `--inject-*` options.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inject {
+    /// Crash the kernel through sysrq before running the program.
+    Panic,
+    /// Provoke a kernel WARNING through lkdtm, then run the program.
+    Warn,
+    /// Run the program, then never write a verdict.
+    Hang,
+    /// Run the program, then write more to the console than the host
+    /// keeps: the host must bound its log and still report.
+    Flood,
+}
+
+impl Inject {
+    pub const ALL: [Inject; 4] = [Inject::Panic, Inject::Warn, Inject::Hang, Inject::Flood];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Inject::Panic => "panic",
+            Inject::Warn => "warn",
+            Inject::Hang => "hang",
+            Inject::Flood => "flood",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Inject> {
+        Self::ALL.into_iter().find(|i| i.name() == name)
+    }
+}
+
+/// One protocol line (without its newline): `tag rest`, or `tag` alone.
+pub fn line(tag: &str, rest: &str) -> String {
+    if rest.is_empty() {
+        tag.to_string()
+    } else {
+        format!("{tag} {rest}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip() {
+        for w in ResultWord::ALL {
+            assert_eq!(ResultWord::parse(w.word()), Some(w));
+        }
+        for p in Program::ALL {
+            assert_eq!(Program::parse(p.name()), Some(p));
+        }
+        for i in Inject::ALL {
+            assert_eq!(Inject::parse(i.name()), Some(i));
+        }
+        assert_eq!(ResultWord::parse("maybe"), None);
+        assert_eq!(Inject::parse("oops"), None);
+    }
+
+    #[test]
+    fn names_agree() {
+        assert!(BOOT_MARKER.starts_with(NAME));
+        assert!(param::PREFIX.starts_with(NAME));
+        for tag in [PLAN, START, RESULT, BENCH, VERDICT] {
+            assert!(tag.starts_with(LINE_PREFIX));
+            assert!(tag.to_lowercase().starts_with(NAME));
+        }
+        for key in [param::RUN, param::KERNEL, param::ARGS, param::INJECT] {
+            assert!(key.starts_with(param::PREFIX));
+        }
+        assert_eq!(line(START, "t01_x"), "BPFLAB-START t01_x");
+        assert_eq!(line(PLAN, ""), "BPFLAB-PLAN");
+    }
+}
