@@ -50,24 +50,6 @@ pub fn t15_fork_child_sees_and_writes(ctx: &Ctx) -> Result<(), Skip> {
     Ok(())
 }
 
-fn process_vm_readv(pid: libc::pid_t, remote: usize, buf: &mut [u8]) -> std::io::Result<usize> {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: remote as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: the local iovec covers `buf`; the remote one is checked by the kernel.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
 #[track_caller]
 fn expect_page(buf: &[u8], page: usize, what: &str) {
     assert!(
@@ -102,7 +84,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     let me = unsafe { libc::getpid() };
     assert_eq!(
         ok(
-            process_vm_readv(me, at(2) as usize, &mut buf),
+            mm::process_vm_readv(me, at(2) as usize, &mut buf),
             "process_vm_readv(self)"
         ),
         PAGE
@@ -154,7 +136,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     );
     assert_eq!(
         ok(
-            process_vm_readv(child.pid(), at(5) as usize, &mut buf),
+            mm::process_vm_readv(child.pid(), at(5) as usize, &mut buf),
             "process_vm_readv(child)"
         ),
         PAGE
