@@ -27,11 +27,16 @@ pub fn parse_stat_minflt(text: &str) -> Option<u64> {
 /// reading /proc, so that measuring does not itself allocate and fault.
 pub fn minor_faults() -> u64 {
     // SAFETY: rusage is plain data and getrusage only writes into it.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        ru.ru_minflt as u64
-    }
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `ru` is a valid out-pointer.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    assert_eq!(
+        r,
+        0,
+        "getrusage(RUSAGE_THREAD): {}",
+        io::Error::last_os_error()
+    );
+    ru.ru_minflt as u64
 }
 
 /// A decoded /proc/<pid>/pagemap entry.
@@ -92,20 +97,17 @@ pub fn parse_numa_maps(text: &str, start: usize) -> Option<BTreeMap<u32, u64>> {
     Some(nodes)
 }
 
-/// Online NUMA nodes from a sysfs list such as "0-1" or "0,2-3".
-pub fn parse_node_list(text: &str) -> Vec<u32> {
+/// Online NUMA nodes from a sysfs list such as "0-1" or "0,2-3"; None if
+/// any part of it is not a node number or range.
+pub fn parse_node_list(text: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => out.extend(part.parse::<u32>().ok()),
+            Some((a, b)) => out.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => out.push(part.parse::<u32>().ok()?),
         }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -135,8 +137,11 @@ mod unit {
         assert_eq!(n.get(&0), Some(&40));
         assert_eq!(n.get(&1), Some(&24));
         assert!(parse_numa_maps(text, 0x1000).is_none());
-        assert_eq!(parse_node_list("0-1\n"), vec![0, 1]);
-        assert_eq!(parse_node_list("0,2-3"), vec![0, 2, 3]);
-        assert_eq!(parse_node_list("0"), vec![0]);
+        assert_eq!(parse_node_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(parse_node_list("0,2-3"), Some(vec![0, 2, 3]));
+        assert_eq!(parse_node_list("0"), Some(vec![0]));
+        assert_eq!(parse_node_list(""), Some(vec![]));
+        assert_eq!(parse_node_list("0-x"), None);
+        assert_eq!(parse_node_list("node0"), None);
     }
 }

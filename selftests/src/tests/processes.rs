@@ -149,7 +149,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
 
 /// T17: kernel accesses to untouched pages: read() into them from a file
 /// and /dev/urandom, write() from them into a pipe, vmsplice() (GUP) and
-/// O_DIRECT against /dev/ram0 if present.
+/// O_DIRECT against /dev/ram0 (which the VM's kernel must have).
 pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(16);
     (0..4).for_each(|p| pm.fill(p));
@@ -238,38 +238,38 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
     );
 
     // O_DIRECT: the block layer pins the pages (FOLL_PIN) for the bio.
-    match OpenOptions::new()
+    // The VM's kernel always has /dev/ram0 (kconfig/bpf.config:
+    // CONFIG_BLK_DEV_RAM=y, CONFIG_BLK_DEV_RAM_COUNT=1).
+    let dev = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_DIRECT)
         .open("/dev/ram0")
-    {
-        Ok(dev) => {
-            // SAFETY: page 2 is mapped, page-aligned and PAGE bytes long.
-            let n = unsafe { libc::pwrite(dev.as_raw_fd(), page_ptr(2), PAGE, 0) };
-            assert_eq!(
-                n,
-                PAGE as isize,
-                "O_DIRECT write from an untouched page: {}",
-                std::io::Error::last_os_error()
-            );
-            // SAFETY: page 10 likewise.
-            let n = unsafe { libc::pread(dev.as_raw_fd(), page_ptr(10), PAGE, 0) };
-            assert_eq!(
-                n,
-                PAGE as isize,
-                "O_DIRECT read into an untouched page: {}",
-                std::io::Error::last_os_error()
-            );
-            assert!(
-                pm.lookup_page(10) == page_image(2),
-                "LOOKUP_ELEM after the O_DIRECT round trip via /dev/ram0"
-            );
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            println!("[selftests] t17: /dev/ram0 absent, O_DIRECT part not run");
-        }
-        Err(e) => panic!("opening /dev/ram0 with O_DIRECT: {}", err_name(&e)),
-    }
+        .unwrap_or_else(|e| {
+            panic!(
+                "opening /dev/ram0 with O_DIRECT: {} (the kernel should have a ramdisk: CONFIG_BLK_DEV_RAM=y, CONFIG_BLK_DEV_RAM_COUNT=1)",
+                err_name(&e)
+            )
+        });
+    // SAFETY: page 2 is mapped, page-aligned and PAGE bytes long.
+    let n = unsafe { libc::pwrite(dev.as_raw_fd(), page_ptr(2), PAGE, 0) };
+    assert_eq!(
+        n,
+        PAGE as isize,
+        "O_DIRECT write from an untouched page: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: page 10 likewise.
+    let n = unsafe { libc::pread(dev.as_raw_fd(), page_ptr(10), PAGE, 0) };
+    assert_eq!(
+        n,
+        PAGE as isize,
+        "O_DIRECT read into an untouched page: {}",
+        std::io::Error::last_os_error()
+    );
+    assert!(
+        pm.lookup_page(10) == page_image(2),
+        "LOOKUP_ELEM after the O_DIRECT round trip via /dev/ram0"
+    );
     Ok(())
 }
