@@ -15,7 +15,7 @@ pub use guest_common::proc::{
     Vma,
 };
 
-/// Minor faults from the text of /proc/<pid>/stat (field 10).
+/// Minor faults from the text of `/proc/<pid>/stat` (field 10).
 pub fn parse_stat_minflt(text: &str) -> Option<u64> {
     // comm may contain spaces and parentheses: split after the last ')'.
     let rest = &text[text.rfind(')')? + 1..];
@@ -39,7 +39,7 @@ pub fn minor_faults() -> u64 {
     ru.ru_minflt as u64
 }
 
-/// A decoded /proc/<pid>/pagemap entry.
+/// A decoded `/proc/<pid>/pagemap` entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagemapEntry {
     pub present: bool,
@@ -77,7 +77,7 @@ pub fn pagemap_present(addr: usize, pages: usize) -> io::Result<Vec<bool>> {
     Ok(pagemap(addr, pages)?.iter().map(|e| e.present).collect())
 }
 
-/// Pages per node ("N<node>=<pages>") of the numa_maps line for the VMA
+/// Pages per node (`N<node>=<pages>`) of the numa_maps line for the VMA
 /// starting at `start`.
 pub fn parse_numa_maps(text: &str, start: usize) -> Option<BTreeMap<u32, u64>> {
     let line = text.lines().find(|l| {

@@ -1,5 +1,5 @@
 //! T15-T17: other processes and the kernel itself reaching pages user
-//! space never touched: fork children, /proc/<pid>/mem, process_vm_readv,
+//! space never touched: fork children, `/proc/<pid>/mem`, process_vm_readv,
 //! and kernel accesses through copy_{to,from}_user and GUP (read/write,
 //! vmsplice, O_DIRECT). P = U in results; residency differs.
 
@@ -59,7 +59,7 @@ fn expect_page(buf: &[u8], page: usize, what: &str) {
     );
 }
 
-/// T16: /proc/self/mem, process_vm_readv and /proc/<child>/mem on pages
+/// T16: /proc/self/mem, process_vm_readv and `/proc/<child>/mem` on pages
 /// nobody touched return the right bytes; a /proc/self/mem write lands.
 pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(8);

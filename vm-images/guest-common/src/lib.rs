@@ -1,5 +1,5 @@
 //! Low-level code the guest programs (/init, selftests, bench) share:
-//! signal and errno names, panic payloads as text ([`panic`]), the /proc
+//! signal and errno names, panic payloads as text ([`panic_text`]), the /proc
 //! readers ([`proc`]), the results port ([`port`]) and the one raw
 //! `bpf(2)` command both test programs issue themselves ([`bpf`]).
 
