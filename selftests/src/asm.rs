@@ -125,7 +125,7 @@ pub fn ld_map_fd(dst: u8, map_fd: i32) -> [Insn; 2] {
     ld_imm64(dst, BPF_PSEUDO_MAP_FD, map_fd, 0)
 }
 
-/// dst = &value[off] of a single-entry array map (direct value access).
+/// `dst = &value[off]` of a single-entry array map (direct value access).
 pub fn ld_map_value(dst: u8, map_fd: i32, off: i32) -> [Insn; 2] {
     ld_imm64(dst, BPF_PSEUDO_MAP_VALUE, map_fd, off)
 }

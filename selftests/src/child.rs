@@ -7,6 +7,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use guest_common::{panic_text, signal_label};
+
 /// The first panic message of this process (with location). Later panics,
 /// e.g. `thread::scope` re-raising "a scoped thread panicked", would hide
 /// the real assertion.
@@ -15,12 +17,7 @@ static FIRST_PANIC: Mutex<Option<String>> = Mutex::new(None);
 /// Records panic messages for [`take_panic_message`] and prints them.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let payload = info.payload();
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_string());
+        let msg = panic_text(info.payload());
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("unnamed");
         let loc = info
@@ -43,21 +40,10 @@ pub fn take_panic_message() -> Option<String> {
     FIRST_PANIC.lock().ok()?.take()
 }
 
-fn payload_string(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".to_string())
-}
-
-/// The message of a caught panic: hook-recorded if possible.
+/// The message of a caught panic: hook-recorded if possible (it has the
+/// location and the first of several panics), else the payload's text.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    take_panic_message().unwrap_or_else(|| payload_string(p))
-}
-
-/// `SIGBUS`, or `signal 64` for the rare ones.
-pub fn signal_name(sig: i32) -> String {
-    guest_common::signal_name(sig).map_or_else(|| format!("signal {sig}"), str::to_string)
+    take_panic_message().unwrap_or_else(|| panic_text(p))
 }
 
 /// Human description of a wait(2) status.
@@ -70,7 +56,7 @@ pub fn describe_status(status: i32) -> String {
         } else {
             ""
         };
-        format!("killed by {}{core}", signal_name(libc::WTERMSIG(status)))
+        format!("killed by {}{core}", signal_label(libc::WTERMSIG(status)))
     } else {
         format!("wait status {status:#x}")
     }
@@ -234,7 +220,7 @@ impl ChildResult {
         assert!(
             self.signal() == Some(sig),
             "{what}: expected the child to die of {}, but it {}",
-            signal_name(sig),
+            signal_label(sig),
             self.describe()
         );
     }
@@ -300,8 +286,7 @@ mod unit {
 
     #[test]
     fn status_descriptions() {
-        assert_eq!(signal_name(libc::SIGBUS), "SIGBUS");
-        assert_eq!(signal_name(64), "signal 64");
+        assert_eq!(describe_status(64), "killed by signal 64");
         // exit(3): status 3 << 8; SIGSEGV with core: 11 | 0x80
         assert_eq!(describe_status(3 << 8), "exited with status 3");
         assert_eq!(

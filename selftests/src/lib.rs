@@ -3,7 +3,8 @@
 //! The same binary runs on the base kernel (eager `remap_vmalloc_range()`)
 //! and on the patched kernel (pages faulted in by a `.fault` vm_op); the
 //! runner is told which one it is and each test asserts the matching side.
-//! See `/work/shared/test-plan.md` for the cases T01-T28.
+//! The cases T01-T28, with what each expects on either kernel and the
+//! functions that implement it, are in `docs/TEST-PLAN.md`.
 
 pub mod asm;
 pub mod child;

@@ -1,140 +1,21 @@
 //! What the kernel tells us about our memory: /proc/self/smaps (Rss,
-//! VmFlags per VMA), /proc/self/status (VmPTE), /proc/meminfo
-//! (MemAvailable), pagemap present bits, numa_maps, and minor fault counts.
-//! Parsers are pure functions with host-side unit tests.
+//! VmFlags per VMA), /proc/self/status (VmPTE) and /proc/meminfo
+//! (MemAvailable) through `guest_common::proc`; here the readers only the
+//! tests need: pagemap present bits, numa_maps, online nodes and minor
+//! fault counts. Parsers are pure functions with host-side unit tests.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-/// One VMA from smaps.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Vma {
-    pub start: usize,
-    pub end: usize,
-    pub perms: String,
-    pub pgoff: u64,
-    pub name: String,
-    /// "Key: value" lines; value is the first number (kB for sizes).
-    pub fields: Vec<(String, u64)>,
-    pub vm_flags: Vec<String>,
-}
+// smaps, status and meminfo are read the same way by the benchmark.
+pub use guest_common::proc::{
+    find_vma, find_vma_of, mem_available_kb, meminfo_kb, parse_kb, parse_smaps, vm_pte_kb, vma_at,
+    Vma,
+};
 
-impl Vma {
-    pub fn len(&self) -> usize {
-        self.end - self.start
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.start == self.end
-    }
-
-    pub fn contains(&self, addr: usize) -> bool {
-        self.start <= addr && addr < self.end
-    }
-
-    pub fn field(&self, key: &str) -> Option<u64> {
-        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
-    }
-
-    /// A field given in kB, in bytes.
-    pub fn kb_field_bytes(&self, key: &str) -> Option<u64> {
-        self.field(key).map(|kb| kb * 1024)
-    }
-
-    /// Resident bytes (Rss).
-    pub fn rss_bytes(&self) -> u64 {
-        self.kb_field_bytes("Rss").expect("smaps entry without Rss")
-    }
-
-    pub fn has_flag(&self, flag: &str) -> bool {
-        self.vm_flags.iter().any(|f| f == flag)
-    }
-}
-
-fn parse_header(line: &str) -> Option<Vma> {
-    let mut it = line.split_whitespace();
-    let range = it.next()?;
-    let (s, e) = range.split_once('-')?;
-    let start = usize::from_str_radix(s, 16).ok()?;
-    let end = usize::from_str_radix(e, 16).ok()?;
-    let perms = it.next()?.to_string();
-    if perms.len() != 4 {
-        return None;
-    }
-    let pgoff = u64::from_str_radix(it.next()?, 16).ok()?;
-    let _dev = it.next()?;
-    let _inode = it.next()?;
-    let name = it.collect::<Vec<_>>().join(" ");
-    Some(Vma {
-        start,
-        end,
-        perms,
-        pgoff,
-        name,
-        ..Default::default()
-    })
-}
-
-/// Parses the whole of an smaps file.
-pub fn parse_smaps(text: &str) -> Vec<Vma> {
-    let mut out: Vec<Vma> = Vec::new();
-    for line in text.lines() {
-        if let Some(v) = parse_header(line) {
-            out.push(v);
-            continue;
-        }
-        let Some(cur) = out.last_mut() else { continue };
-        let Some((key, rest)) = line.split_once(':') else {
-            continue;
-        };
-        if key == "VmFlags" {
-            cur.vm_flags = rest.split_whitespace().map(str::to_string).collect();
-        } else if let Some(num) = rest.split_whitespace().next().and_then(|n| n.parse().ok()) {
-            cur.fields.push((key.trim().to_string(), num));
-        }
-    }
-    out
-}
-
-/// The VMA of process `pid` ("self" or a number) containing `addr`.
-pub fn find_vma_of(pid: &str, addr: usize) -> io::Result<Option<Vma>> {
-    let text = fs::read_to_string(format!("/proc/{pid}/smaps"))?;
-    Ok(parse_smaps(&text).into_iter().find(|v| v.contains(addr)))
-}
-
-pub fn find_vma(addr: usize) -> io::Result<Option<Vma>> {
-    find_vma_of("self", addr)
-}
-
-/// A "Key:   N kB" value from /proc/*/status or /proc/meminfo.
-pub fn parse_kb(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, rest) = l.split_once(':')?;
-        if k.trim() != key {
-            return None;
-        }
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
-/// Page-table memory of this process, in kB.
-pub fn vm_pte_kb() -> io::Result<u64> {
-    let text = fs::read_to_string("/proc/self/status")?;
-    parse_kb(&text, "VmPTE").ok_or_else(|| io::Error::other("no VmPTE in /proc/self/status"))
-}
-
-pub fn mem_available_kb() -> io::Result<u64> {
-    meminfo_kb("MemAvailable")
-}
-
-pub fn meminfo_kb(key: &str) -> io::Result<u64> {
-    let text = fs::read_to_string("/proc/meminfo")?;
-    parse_kb(&text, key).ok_or_else(|| io::Error::other(format!("no {key} in /proc/meminfo")))
-}
-
-/// Minor faults from the text of /proc/<pid>/stat (field 10).
+/// Minor faults from the text of `/proc/<pid>/stat` (field 10).
 pub fn parse_stat_minflt(text: &str) -> Option<u64> {
     // comm may contain spaces and parentheses: split after the last ')'.
     let rest = &text[text.rfind(')')? + 1..];
@@ -146,14 +27,19 @@ pub fn parse_stat_minflt(text: &str) -> Option<u64> {
 /// reading /proc, so that measuring does not itself allocate and fault.
 pub fn minor_faults() -> u64 {
     // SAFETY: rusage is plain data and getrusage only writes into it.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        ru.ru_minflt as u64
-    }
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `ru` is a valid out-pointer.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    assert_eq!(
+        r,
+        0,
+        "getrusage(RUSAGE_THREAD): {}",
+        io::Error::last_os_error()
+    );
+    ru.ru_minflt as u64
 }
 
-/// A decoded /proc/<pid>/pagemap entry.
+/// A decoded `/proc/<pid>/pagemap` entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagemapEntry {
     pub present: bool,
@@ -191,7 +77,7 @@ pub fn pagemap_present(addr: usize, pages: usize) -> io::Result<Vec<bool>> {
     Ok(pagemap(addr, pages)?.iter().map(|e| e.present).collect())
 }
 
-/// Pages per node ("N<node>=<pages>") of the numa_maps line for the VMA
+/// Pages per node (`N<node>=<pages>`) of the numa_maps line for the VMA
 /// starting at `start`.
 pub fn parse_numa_maps(text: &str, start: usize) -> Option<BTreeMap<u32, u64>> {
     let line = text.lines().find(|l| {
@@ -211,77 +97,22 @@ pub fn parse_numa_maps(text: &str, start: usize) -> Option<BTreeMap<u32, u64>> {
     Some(nodes)
 }
 
-/// Online NUMA nodes from a sysfs list such as "0-1" or "0,2-3".
-pub fn parse_node_list(text: &str) -> Vec<u32> {
+/// Online NUMA nodes from a sysfs list such as "0-1" or "0,2-3"; None if
+/// any part of it is not a node number or range.
+pub fn parse_node_list(text: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => out.extend(part.parse::<u32>().ok()),
+            Some((a, b)) => out.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => out.push(part.parse::<u32>().ok()?),
         }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
 mod unit {
     use super::*;
-
-    const SMAPS: &str = "\
-55d4a0000000-55d4a0021000 rw-p 00000000 00:00 0                          [heap]
-Size:                132 kB
-Rss:                   8 kB
-VmFlags: rd wr mr mw me ac
-7f0000000000-7f0000800000 rw-s 00000000 00:0e 1042                       anon_inode:bpf-map
-Size:               8192 kB
-KernelPageSize:        4 kB
-MMUPageSize:           4 kB
-Rss:                  12 kB
-Pss:                  12 kB
-AnonHugePages:         0 kB
-FilePmdMapped:         0 kB
-THPeligible:           0
-VmFlags: rd wr sh mr mw ms de dd mm
-7f0000800000-7f0000801000 r--s 00002000 00:0e 1042                       anon_inode:bpf-map
-Size:                  4 kB
-Rss:                   0 kB
-VmFlags: rd sh mr ms de dd mm
-";
-
-    #[test]
-    fn smaps_entries() {
-        let v = parse_smaps(SMAPS);
-        assert_eq!(v.len(), 3);
-        assert_eq!(v[0].name, "[heap]");
-        let m = &v[1];
-        assert_eq!(
-            (m.start, m.end, m.len()),
-            (0x7f0000000000, 0x7f0000800000, 8 << 20)
-        );
-        assert_eq!(m.perms, "rw-s");
-        assert_eq!(m.name, "anon_inode:bpf-map");
-        assert_eq!(m.rss_bytes(), 12 * 1024);
-        assert_eq!(m.field("THPeligible"), Some(0));
-        assert_eq!(m.field("KernelPageSize"), Some(4));
-        assert!(m.has_flag("mm") && m.has_flag("dd") && m.has_flag("de"));
-        assert!(!m.has_flag("me"));
-        assert_eq!(v[2].pgoff, 0x2000);
-        assert!(!v[2].has_flag("wr"));
-        assert!(v[1].contains(0x7f00007fffff) && !v[1].contains(0x7f0000800000));
-    }
-
-    #[test]
-    fn status_and_meminfo() {
-        let status = "Name:\tselftests\nVmPTE:\t      52 kB\nVmSwap:\t       0 kB\n";
-        assert_eq!(parse_kb(status, "VmPTE"), Some(52));
-        let meminfo = "MemTotal:        4015600 kB\nMemFree:         3800000 kB\nMemAvailable:    3900000 kB\n";
-        assert_eq!(parse_kb(meminfo, "MemAvailable"), Some(3_900_000));
-        assert_eq!(parse_kb(meminfo, "Mem"), None);
-    }
 
     #[test]
     fn stat_minflt() {
@@ -306,8 +137,11 @@ VmFlags: rd sh mr ms de dd mm
         assert_eq!(n.get(&0), Some(&40));
         assert_eq!(n.get(&1), Some(&24));
         assert!(parse_numa_maps(text, 0x1000).is_none());
-        assert_eq!(parse_node_list("0-1\n"), vec![0, 1]);
-        assert_eq!(parse_node_list("0,2-3"), vec![0, 2, 3]);
-        assert_eq!(parse_node_list("0"), vec![0]);
+        assert_eq!(parse_node_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(parse_node_list("0,2-3"), Some(vec![0, 2, 3]));
+        assert_eq!(parse_node_list("0"), Some(vec![0]));
+        assert_eq!(parse_node_list(""), Some(vec![]));
+        assert_eq!(parse_node_list("0-x"), None);
+        assert_eq!(parse_node_list("node0"), None);
     }
 }

@@ -150,6 +150,38 @@ pub fn mincore(addr: usize, len: usize) -> io::Result<Vec<u8>> {
     Ok(vec)
 }
 
+/// process_vm_readv(2) of `buf.len()` bytes at `remote` in process `pid`.
+pub fn process_vm_readv(pid: libc::pid_t, remote: usize, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: remote as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec covers `buf`; the kernel checks the remote one.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    Ok(cvt(n as libc::c_long)? as usize)
+}
+
+/// The u64 at `addr` of this process, read by the kernel on our behalf
+/// (process_vm_readv). For memory that may not be readable: an address
+/// that is unmapped, or whose fault would raise SIGBUS or SIGSEGV, comes
+/// back as an error (EFAULT) instead of killing the reader.
+pub fn read_u64_via_kernel(addr: usize) -> io::Result<u64> {
+    let mut buf = [0u8; 8];
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let n = process_vm_readv(me, addr, &mut buf)?;
+    if n != buf.len() {
+        return Err(io::Error::other(format!(
+            "process_vm_readv at {addr:#x}: {n} of 8 bytes"
+        )));
+    }
+    Ok(u64::from_ne_bytes(buf))
+}
+
 /// Volatile 64-bit load.
 ///
 /// # Safety
@@ -277,5 +309,22 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         let _ = munmap(self.addr, self.len);
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn reads_through_the_kernel_fail_cleanly() {
+        let word = 0x1234_5678_9abc_def0u64;
+        assert_eq!(
+            read_u64_via_kernel(std::ptr::addr_of!(word) as usize).unwrap(),
+            word
+        );
+        let none = anon(page_size(), libc::PROT_NONE).unwrap();
+        let err = read_u64_via_kernel(none.addr()).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EFAULT), "{err}");
     }
 }

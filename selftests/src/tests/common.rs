@@ -130,18 +130,39 @@ pub fn check_page_full(m: &Mapping, at: usize, page: usize, what: &str) {
     }
 }
 
-/// The smaps entry of the VMA containing `addr`.
+/// The smaps entry of the VMA containing `addr`; none is a failure.
 #[track_caller]
 pub fn vma_at(addr: usize) -> Vma {
-    crate::proc::find_vma(addr)
-        .expect("reading /proc/self/smaps")
-        .unwrap_or_else(|| panic!("no VMA contains {addr:#x}"))
+    ok(
+        crate::proc::vma_at(addr),
+        "looking up a VMA in /proc/self/smaps",
+    )
 }
 
 /// Resident bytes of the VMA containing `addr`.
 #[track_caller]
 pub fn rss(addr: usize) -> u64 {
     vma_at(addr).rss_bytes()
+}
+
+/// The smaps numbers a test relies on: a missing line fails the test,
+/// naming the VMA and the line, instead of skipping the check.
+pub trait SmapsValues {
+    /// The number of line `key` (kB for sizes).
+    fn value(&self, key: &str) -> u64;
+
+    /// Rss in bytes.
+    #[track_caller]
+    fn rss_bytes(&self) -> u64 {
+        self.value("Rss") * 1024
+    }
+}
+
+impl SmapsValues for Vma {
+    #[track_caller]
+    fn value(&self, key: &str) -> u64 {
+        ok(self.require(key), "/proc/self/smaps")
+    }
 }
 
 /// Present pages (pagemap) among `pages` pages from `addr`.

@@ -6,6 +6,14 @@ use super::common::*;
 use crate::kmsg::{find_splats, Kmsg};
 use crate::proc;
 
+const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// The bracketed choice of a sysfs mode list: `always [madvise] never`.
+fn selected_mode(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once('[')?;
+    Some(rest.split_once(']')?.0)
+}
+
 /// T26: MADV_HUGEPAGE on a 2 MiB-aligned mapping is accepted and changes
 /// nothing: faults still map 4 KiB pages one at a time, and collapsing
 /// is refused (VM_MIXEDMAP/VM_DONTEXPAND VMAs are never THP candidates).
@@ -44,9 +52,19 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
         v.vm_flags.join(" ")
     );
     assert_eq!(v.len(), m.len(), "MADV_HUGEPAGE split the VMA");
-    if let Ok(mode) = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
-        println!("[selftests] t26: THP enabled = {}", mode.trim());
-    }
+    // The VM's kernel has THP (CONFIG_TRANSPARENT_HUGEPAGE=y): with it
+    // switched off, "changes nothing" would prove nothing.
+    let thp = ok(
+        std::fs::read_to_string(THP_ENABLED),
+        &format!("reading {THP_ENABLED}"),
+    );
+    let mode = selected_mode(&thp);
+    assert!(
+        matches!(mode, Some("always" | "madvise")),
+        "{ctx}: THP must be enabled for MADV_HUGEPAGE to mean anything: {THP_ENABLED} says {:?}",
+        thp.trim()
+    );
+    println!("[selftests] t26: THP enabled = {}", thp.trim());
 
     // Fault in the first (aligned) 2 MiB page by page.
     std::hint::black_box(touch_pages(&m, &(0..HALF).collect::<Vec<_>>()));
@@ -64,12 +82,11 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
         ("FilePmdMapped", 0),
         ("ShmemPmdMapped", 0),
     ] {
-        if let Some(got) = v.field(field) {
-            assert_eq!(
-                got, want,
-                "{ctx}: smaps {field} (kB) after MADV_HUGEPAGE and touching 2 MiB"
-            );
-        }
+        assert_eq!(
+            v.value(field),
+            want,
+            "{ctx}: smaps {field} (kB) after MADV_HUGEPAGE and touching 2 MiB"
+        );
     }
     assert_eq!(
         v.rss_bytes(),
@@ -109,35 +126,44 @@ fn page_nodes(addr: usize, pages: usize) -> std::io::Result<Vec<i32>> {
     Ok(status)
 }
 
+/// [`page_nodes`] or a failure (move_pages needs CONFIG_MIGRATION, which
+/// kconfig/bpf.config asks for).
+#[track_caller]
+fn nodes_of_pages(addr: usize, pages: usize) -> Vec<i32> {
+    ok(
+        page_nodes(addr, pages),
+        "move_pages() query (CONFIG_NUMA and CONFIG_MIGRATION)",
+    )
+}
+
 /// Pages per node of the VMA at `addr`, from /proc/self/numa_maps.
+#[track_caller]
 fn numa_maps_nodes(addr: usize) -> BTreeMap<u32, u64> {
     let text = ok(
         std::fs::read_to_string("/proc/self/numa_maps"),
-        "reading numa_maps",
+        "reading /proc/self/numa_maps",
     );
     proc::parse_numa_maps(&text, addr).unwrap_or_else(|| panic!("no numa_maps line for {addr:#x}"))
 }
 
 /// T27: a map created with BPF_F_NUMA_NODE faults in pages of that node,
-/// for each of the guest's nodes.
+/// for each of the guest's nodes, by move_pages() and by numa_maps.
 pub fn t27_numa_node_placement(ctx: &Ctx) -> Result<(), Skip> {
     const PAGES: usize = 64;
-    let online = std::fs::read_to_string("/sys/devices/system/node/online").unwrap_or_default();
-    let nodes = proc::parse_node_list(&online);
-    if nodes.len() < 2 {
-        return Err(Skip::new(format!(
-            "needs 2 NUMA nodes, online: {:?}",
-            online.trim()
-        )));
-    }
-    let use_move_pages = match page_nodes(0, 0) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-            println!("[selftests] t27: move_pages() not available, using numa_maps");
-            false
-        }
-        _ => true,
-    };
-    for &node in &nodes[..2] {
+    const ONLINE: &str = "/sys/devices/system/node/online";
+    let online = ok(
+        std::fs::read_to_string(ONLINE),
+        &format!("reading {ONLINE}"),
+    );
+    let nodes = proc::parse_node_list(&online)
+        .unwrap_or_else(|| panic!("{ONLINE} is not a node list: {:?}", online.trim()));
+    // The VM boots with numa=fake=2 (CONFIG_NUMA_EMU).
+    assert!(
+        nodes.len() >= 2,
+        "the VM should have 2 NUMA nodes (numa=fake=2), {ONLINE} says {:?}",
+        online.trim()
+    );
+    for &node in &nodes {
         let map = ok(
             MapSpec::mmapable_array(PAGE as u32, PAGES as u32)
                 .on_node(node)
@@ -146,37 +172,28 @@ pub fn t27_numa_node_placement(ctx: &Ctx) -> Result<(), Skip> {
         );
         let m = ok(mm::map_shared(map.fd(), PAGES * PAGE, RW, 0), "mmap");
         let all_on = |n: i32| vec![n; PAGES];
-        if use_move_pages {
-            let before = ok(page_nodes(m.addr(), PAGES), "move_pages query");
-            assert_eq!(
-                before,
-                ctx.pick(all_on(-libc::ENOENT), all_on(node as i32)),
-                "{ctx}: move_pages status before touching (node {node} map)"
-            );
-        } else {
-            let before = numa_maps_nodes(m.addr());
-            let want = ctx.pick(BTreeMap::new(), BTreeMap::from([(node, PAGES as u64)]));
-            assert_eq!(
-                before, want,
-                "{ctx}: numa_maps before touching (node {node} map)"
-            );
-        }
+        let all_counted = BTreeMap::from([(node, PAGES as u64)]);
+        assert_eq!(
+            nodes_of_pages(m.addr(), PAGES),
+            ctx.pick(all_on(-libc::ENOENT), all_on(node as i32)),
+            "{ctx}: move_pages status before touching (node {node} map)"
+        );
+        assert_eq!(
+            numa_maps_nodes(m.addr()),
+            ctx.pick(BTreeMap::new(), all_counted.clone()),
+            "{ctx}: numa_maps before touching (node {node} map)"
+        );
         std::hint::black_box(touch_pages(&m, &(0..PAGES).collect::<Vec<_>>()));
-        if use_move_pages {
-            let after = ok(page_nodes(m.addr(), PAGES), "move_pages query");
-            assert_eq!(
-                after,
-                all_on(node as i32),
-                "{ctx}: nodes of the faulted pages of a node-{node} map"
-            );
-        } else {
-            let after = numa_maps_nodes(m.addr());
-            assert_eq!(
-                after,
-                BTreeMap::from([(node, PAGES as u64)]),
-                "{ctx}: numa_maps of a touched node-{node} map"
-            );
-        }
+        assert_eq!(
+            nodes_of_pages(m.addr(), PAGES),
+            all_on(node as i32),
+            "{ctx}: nodes of the faulted pages of a node-{node} map"
+        );
+        assert_eq!(
+            numa_maps_nodes(m.addr()),
+            all_counted,
+            "{ctx}: numa_maps of a touched node-{node} map"
+        );
     }
     Ok(())
 }
@@ -195,4 +212,17 @@ pub fn t28_dmesg_clean(_ctx: &Ctx) -> Result<(), Skip> {
         splats.join("\n")
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn thp_modes() {
+        assert_eq!(selected_mode("[always] madvise never\n"), Some("always"));
+        assert_eq!(selected_mode("always [madvise] never"), Some("madvise"));
+        assert_eq!(selected_mode("always madvise [never]"), Some("never"));
+        assert_eq!(selected_mode("always madvise never"), None);
+    }
 }

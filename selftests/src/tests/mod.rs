@@ -1,5 +1,5 @@
-//! The test cases of /work/shared/test-plan.md, one module per area, and
-//! the registry the runner executes in plan order (T01..T28).
+//! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
+//! and the registry the runner executes in plan order (T01..T28).
 
 pub mod accounting;
 pub mod client;

@@ -1,5 +1,5 @@
 //! T15-T17: other processes and the kernel itself reaching pages user
-//! space never touched: fork children, /proc/<pid>/mem, process_vm_readv,
+//! space never touched: fork children, `/proc/<pid>/mem`, process_vm_readv,
 //! and kernel accesses through copy_{to,from}_user and GUP (read/write,
 //! vmsplice, O_DIRECT). P = U in results; residency differs.
 
@@ -50,24 +50,6 @@ pub fn t15_fork_child_sees_and_writes(ctx: &Ctx) -> Result<(), Skip> {
     Ok(())
 }
 
-fn process_vm_readv(pid: libc::pid_t, remote: usize, buf: &mut [u8]) -> std::io::Result<usize> {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: remote as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: the local iovec covers `buf`; the remote one is checked by the kernel.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
 #[track_caller]
 fn expect_page(buf: &[u8], page: usize, what: &str) {
     assert!(
@@ -77,7 +59,7 @@ fn expect_page(buf: &[u8], page: usize, what: &str) {
     );
 }
 
-/// T16: /proc/self/mem, process_vm_readv and /proc/<child>/mem on pages
+/// T16: /proc/self/mem, process_vm_readv and `/proc/<child>/mem` on pages
 /// nobody touched return the right bytes; a /proc/self/mem write lands.
 pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(8);
@@ -102,7 +84,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     let me = unsafe { libc::getpid() };
     assert_eq!(
         ok(
-            process_vm_readv(me, at(2) as usize, &mut buf),
+            mm::process_vm_readv(me, at(2) as usize, &mut buf),
             "process_vm_readv(self)"
         ),
         PAGE
@@ -154,7 +136,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     );
     assert_eq!(
         ok(
-            process_vm_readv(child.pid(), at(5) as usize, &mut buf),
+            mm::process_vm_readv(child.pid(), at(5) as usize, &mut buf),
             "process_vm_readv(child)"
         ),
         PAGE
@@ -167,7 +149,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
 
 /// T17: kernel accesses to untouched pages: read() into them from a file
 /// and /dev/urandom, write() from them into a pipe, vmsplice() (GUP) and
-/// O_DIRECT against /dev/ram0 if present.
+/// O_DIRECT against /dev/ram0 (which the VM's kernel must have).
 pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(16);
     (0..4).for_each(|p| pm.fill(p));
@@ -256,38 +238,38 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
     );
 
     // O_DIRECT: the block layer pins the pages (FOLL_PIN) for the bio.
-    match OpenOptions::new()
+    // The VM's kernel always has /dev/ram0 (kconfig/bpf.config:
+    // CONFIG_BLK_DEV_RAM=y, CONFIG_BLK_DEV_RAM_COUNT=1).
+    let dev = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_DIRECT)
         .open("/dev/ram0")
-    {
-        Ok(dev) => {
-            // SAFETY: page 2 is mapped, page-aligned and PAGE bytes long.
-            let n = unsafe { libc::pwrite(dev.as_raw_fd(), page_ptr(2), PAGE, 0) };
-            assert_eq!(
-                n,
-                PAGE as isize,
-                "O_DIRECT write from an untouched page: {}",
-                std::io::Error::last_os_error()
-            );
-            // SAFETY: page 10 likewise.
-            let n = unsafe { libc::pread(dev.as_raw_fd(), page_ptr(10), PAGE, 0) };
-            assert_eq!(
-                n,
-                PAGE as isize,
-                "O_DIRECT read into an untouched page: {}",
-                std::io::Error::last_os_error()
-            );
-            assert!(
-                pm.lookup_page(10) == page_image(2),
-                "LOOKUP_ELEM after the O_DIRECT round trip via /dev/ram0"
-            );
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            println!("[selftests] t17: /dev/ram0 absent, O_DIRECT part not run");
-        }
-        Err(e) => panic!("opening /dev/ram0 with O_DIRECT: {}", err_name(&e)),
-    }
+        .unwrap_or_else(|e| {
+            panic!(
+                "opening /dev/ram0 with O_DIRECT: {} (the kernel should have a ramdisk: CONFIG_BLK_DEV_RAM=y, CONFIG_BLK_DEV_RAM_COUNT=1)",
+                err_name(&e)
+            )
+        });
+    // SAFETY: page 2 is mapped, page-aligned and PAGE bytes long.
+    let n = unsafe { libc::pwrite(dev.as_raw_fd(), page_ptr(2), PAGE, 0) };
+    assert_eq!(
+        n,
+        PAGE as isize,
+        "O_DIRECT write from an untouched page: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: page 10 likewise.
+    let n = unsafe { libc::pread(dev.as_raw_fd(), page_ptr(10), PAGE, 0) };
+    assert_eq!(
+        n,
+        PAGE as isize,
+        "O_DIRECT read into an untouched page: {}",
+        std::io::Error::last_os_error()
+    );
+    assert!(
+        pm.lookup_page(10) == page_image(2),
+        "LOOKUP_ELEM after the O_DIRECT round trip via /dev/ram0"
+    );
     Ok(())
 }

@@ -278,11 +278,7 @@ fn memory(results: &mut Results, map: ArrayMap) -> Result<(), String> {
 /// Waits (at most 5 s) until MemFree stops moving, i.e. deferred frees
 /// have run.
 fn settle_memory() {
-    let mem_free = || {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|t| stats::meminfo_kb(&t, "MemFree"))
-    };
+    let mem_free = || guest_common::proc::meminfo_kb("MemFree").ok();
     let deadline = sys::now_ns() + 5_000_000_000;
     let mut last = mem_free();
     while sys::now_ns() < deadline {

@@ -124,13 +124,6 @@ pub fn fmt_us(ns: u64) -> String {
     format!("{}.{}us", ns / 1000, (ns % 1000) / 100)
 }
 
-/// A `/proc/meminfo` field in kB.
-pub fn meminfo_kb(text: &str, field: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-}
-
 /// Two MemFree readings 50 ms apart within 1 MiB of each other: nothing
 /// big is being freed any more. An unreadable value counts as settled.
 pub fn settled(before: Option<u64>, after: Option<u64>) -> bool {
@@ -224,10 +217,6 @@ mod tests {
 
     #[test]
     fn memory_settling() {
-        let text = "MemTotal:        4000000 kB\nMemFree:         3000000 kB\nMemAvailable:    3500000 kB\n";
-        assert_eq!(meminfo_kb(text, "MemFree"), Some(3_000_000));
-        assert_eq!(meminfo_kb(text, "MemAvailable"), Some(3_500_000));
-        assert_eq!(meminfo_kb(text, "Nope"), None);
         assert!(settled(Some(3_000_000), Some(3_000_500)));
         assert!(!settled(Some(3_000_000), Some(3_065_536)));
         assert!(settled(None, Some(1)));

@@ -1,5 +1,6 @@
 //! The raw system calls the benchmark needs: bpf(BPF_MAP_CREATE), mmap, the
-//! monotonic clock, /proc parsing, and the results port.
+//! monotonic clock, VmPTE and Rss (read by `guest_common::proc`), and the
+//! results port.
 
 use std::fs::File;
 use std::io;
@@ -115,49 +116,22 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The value in kB of a `Name:   123 kB` line of /proc/<pid>/status.
-pub fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
-    status.lines().find_map(|line| {
-        let rest = line.strip_prefix(field)?.strip_prefix(':')?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
-/// The Rss (kB) of the VMA starting at `addr` in /proc/<pid>/smaps text.
-pub fn parse_smaps_rss(smaps: &str, addr: usize) -> Option<u64> {
-    let mut in_vma = false;
-    for line in smaps.lines() {
-        if let Some(start) = vma_start(line) {
-            in_vma = start == addr;
-        } else if in_vma {
-            if let Some(kb) = parse_status_kb(line, "Rss") {
-                return Some(kb);
-            }
-        }
-    }
-    None
-}
-
-/// Start address of an smaps VMA header line (`7f00-7f10 rw-s ...`); field
-/// lines (`Rss:  4 kB`) are not headers.
-fn vma_start(line: &str) -> Option<usize> {
-    let range = line.split_whitespace().next()?;
-    let (start, end) = range.split_once('-')?;
-    usize::from_str_radix(end, 16).ok()?;
-    usize::from_str_radix(start, 16).ok()
-}
-
+/// Page-table memory of this process in kB.
 pub fn vmpte_kb() -> Result<u64, String> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| describe("read /proc/self/status", &e))?;
-    parse_status_kb(&status, "VmPTE").ok_or_else(|| "no VmPTE in /proc/self/status".into())
+    guest_common::proc::vm_pte_kb().map_err(|e| describe("VmPTE", &e))
 }
 
+/// Rss in kB of the mapping, from /proc/self/smaps.
 pub fn rss_kb(mapping: &Mapping) -> Result<u64, String> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps")
-        .map_err(|e| describe("read /proc/self/smaps (CONFIG_PROC_PAGE_MONITOR?)", &e))?;
-    parse_smaps_rss(&smaps, mapping.addr())
-        .ok_or_else(|| format!("no Rss for mapping {:#x} in smaps", mapping.addr()))
+    guest_common::proc::rss_kb(mapping.addr()).map_err(|e| {
+        describe(
+            &format!(
+                "Rss of the mapping at {:#x} (CONFIG_PROC_PAGE_MONITOR?)",
+                mapping.addr()
+            ),
+            &e,
+        )
+    })
 }
 
 /// The machine-readable results channel (the guest's second serial port).
@@ -182,7 +156,7 @@ impl Results {
     /// Sends `BPFLAB-BENCH <json>` in a single write() and echoes it to
     /// stdout.
     pub fn emit(&mut self, json: &str) -> Result<(), String> {
-        let line = format!("BPFLAB-BENCH {json}\n");
+        let line = format!("{} {json}\n", guest_common::protocol::BENCH);
         port::write_line(&self.file, &line)
             .map_err(|e| describe(&format!("write results {}", self.path), &e))?;
         print!("{line}");
@@ -194,44 +168,33 @@ impl Results {
 mod tests {
     use super::*;
 
-    const SMAPS: &str = "\
-55d0c0000000-55d0c0001000 r--p 00000000 00:1f 123    /bin/bench
-Size:                  4 kB
-Rss:                   4 kB
-VmFlags: rd mr mw me
-7f0000000000-7f0000800000 rw-s 00000000 00:0f 1042   anon_inode:bpf-map
-Size:               8192 kB
-KernelPageSize:        4 kB
-Rss:                8192 kB
-Pss:                8192 kB
-VmFlags: rd wr sh mr mw me ms dc de mm
-7f0000800000-7f0000801000 rw-p 00000000 00:00 0
-Size:                  4 kB
-Rss:                   0 kB
-";
-
-    #[test]
-    fn smaps_rss() {
-        assert_eq!(parse_smaps_rss(SMAPS, 0x7f00_0000_0000), Some(8192));
-        assert_eq!(parse_smaps_rss(SMAPS, 0x7f00_0080_0000), Some(0));
-        assert_eq!(parse_smaps_rss(SMAPS, 0x55d0_c000_0000), Some(4));
-        assert_eq!(parse_smaps_rss(SMAPS, 0x1000), None);
-        assert_eq!(vma_start("Rss:   4 kB"), None);
-        assert_eq!(vma_start("VmFlags: rd wr"), None);
-    }
-
-    #[test]
-    fn status_fields() {
-        let status = "Name:\tbench\nVmPTE:\t      48 kB\nVmSwap:\t0 kB\n";
-        assert_eq!(parse_status_kb(status, "VmPTE"), Some(48));
-        assert_eq!(parse_status_kb(status, "VmSwap"), Some(0));
-        assert_eq!(parse_status_kb(status, "VmPT"), None);
-        assert_eq!(parse_status_kb(status, "VmRSS"), None);
-    }
-
     #[test]
     fn own_status_has_vmpte() {
         assert!(vmpte_kb().is_ok());
+    }
+
+    #[test]
+    fn rss_of_a_touched_mapping() {
+        let len = 4 * PAGE;
+        // SAFETY: a fresh anonymous mapping, owned by the Mapping below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let m = Mapping {
+            addr: addr.cast(),
+            len,
+        };
+        assert_eq!(rss_kb(&m).unwrap(), 0);
+        m.touch_all();
+        assert_eq!(rss_kb(&m).unwrap(), 16);
     }
 
     #[test]

@@ -1,13 +1,18 @@
 //! Low-level code the guest programs (/init, selftests, bench) share:
-//! signal and errno names, the results port ([`port`]), the one raw
-//! `bpf(2)` command both test programs issue themselves ([`bpf`]), and
-//! what the host harness shares with them: the results protocol
-//! ([`protocol`]) and the list of kernel splats ([`splat`]).
+//! signal and errno names, panic payloads as text ([`panic_text`]), the /proc
+//! readers ([`proc`]), the results port ([`port`]), the one raw `bpf(2)`
+//! command both test programs issue themselves ([`bpf`]), and what the host
+//! harness shares with them: the results protocol ([`protocol`]) and the
+//! list of kernel splats ([`splat`]).
 
 pub mod bpf;
+pub mod panic;
 pub mod port;
+pub mod proc;
 pub mod protocol;
 pub mod splat;
+
+pub use panic::panic_text;
 
 use std::io;
 
@@ -38,6 +43,11 @@ pub fn signal_name(sig: i32) -> Option<&'static str> {
         libc::SIGSYS => "SIGSYS",
         _ => return None,
     })
+}
+
+/// [`signal_name`] for messages: `SIGBUS`, or `signal 40` for the others.
+pub fn signal_label(sig: i32) -> String {
+    signal_name(sig).map_or_else(|| format!("signal {sig}"), str::to_string)
 }
 
 /// Symbolic name of an errno value: keeps messages short and greppable
@@ -108,6 +118,8 @@ mod tests {
         assert_eq!(signal_name(libc::SIGBUS), Some("SIGBUS"));
         assert_eq!(signal_name(libc::SIGSEGV), Some("SIGSEGV"));
         assert_eq!(signal_name(64), None);
+        assert_eq!(signal_label(libc::SIGABRT), "SIGABRT");
+        assert_eq!(signal_label(40), "signal 40");
     }
 
     #[test]

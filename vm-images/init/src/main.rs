@@ -14,6 +14,7 @@ use std::panic;
 use std::process::Command;
 
 use cmdline::{Config, Inject};
+use guest_common::panic_text;
 use verdict::{Exit, Verdict};
 
 /// The second serial port carries machine-readable results to the host; the
@@ -186,17 +187,6 @@ fn report(verdict: &Verdict) {
     }
 }
 
-/// The message of a panic payload (`panic!` gives &str or String).
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(non-string payload)".to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,15 +197,5 @@ mod tests {
             format!("{SAY_PREFIX}starting"),
             guest_common::protocol::BOOT_MARKER
         );
-    }
-
-    #[test]
-    fn panic_payloads() {
-        let p = panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
-        assert_eq!(panic_text(&*p), "boom 1");
-        let p = panic::catch_unwind(|| panic!("static")).unwrap_err();
-        assert_eq!(panic_text(&*p), "static");
-        let p = panic::catch_unwind(|| std::panic::panic_any(7u8)).unwrap_err();
-        assert_eq!(panic_text(&*p), "(non-string payload)");
     }
 }

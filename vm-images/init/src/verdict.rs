@@ -63,13 +63,8 @@ pub fn from_exit(exit: Exit) -> Verdict {
             detail: "exit=1".into(),
         },
         Exit::Code(code) => Verdict::error(format!("exit={code}")),
-        Exit::Signal(sig) => Verdict::error(format!("signal={}", signal_name(sig))),
+        Exit::Signal(sig) => Verdict::error(format!("signal={}", guest_common::signal_label(sig))),
     }
-}
-
-/// Signal names for the usual suspects; others print as their number.
-fn signal_name(sig: i32) -> String {
-    guest_common::signal_name(sig).map_or_else(|| sig.to_string(), str::to_string)
 }
 
 #[cfg(test)]
@@ -89,7 +84,7 @@ mod tests {
             (v.outcome, v.detail.as_str()),
             (Outcome::Error, "signal=SIGSEGV")
         );
-        assert_eq!(from_exit(Exit::Signal(40)).detail, "signal=40");
+        assert_eq!(from_exit(Exit::Signal(40)).detail, "signal=signal 40");
     }
 
     #[test]
