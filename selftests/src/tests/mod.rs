@@ -67,3 +67,49 @@ pub const ALL: &[Test] = &[
     test!(extras::t27_numa_node_placement),
     test!(extras::t28_dmesg_clean),
 ];
+
+#[cfg(test)]
+mod plan {
+    /// The plan lives in the repository, next to the code it describes.
+    const PLAN: &str = include_str!("../../../docs/TEST-PLAN.md");
+
+    fn rows() -> Vec<Vec<&'static str>> {
+        PLAN.lines()
+            .filter(|l| l.starts_with("| T"))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect()
+    }
+
+    #[test]
+    fn every_case_has_both_expectations_and_its_functions() {
+        let rows = rows();
+        for id in 1..=28 {
+            let tid = format!("T{id:02}");
+            let row = rows
+                .iter()
+                .find(|r| r[0] == tid)
+                .unwrap_or_else(|| panic!("docs/TEST-PLAN.md has no row for {tid}"));
+            assert_eq!(row.len(), 5, "{tid}: want id | checked | U | P | functions");
+            assert!(
+                !row[2].is_empty() && !row[3].is_empty(),
+                "{tid}: the base (U) and patched (P) expectations must both be written"
+            );
+            let prefix = format!("t{id:02}_");
+            assert!(
+                row[4].contains(&prefix),
+                "{tid}: no function named {prefix}*"
+            );
+        }
+    }
+
+    #[test]
+    fn every_registered_test_is_in_the_plan() {
+        for t in super::ALL {
+            assert!(
+                PLAN.contains(&format!("`{}`", t.name)),
+                "{} is not named in docs/TEST-PLAN.md",
+                t.name
+            );
+        }
+    }
+}
