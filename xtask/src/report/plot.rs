@@ -25,58 +25,93 @@ fn decades(lo: f64, hi: f64) -> (i32, i32) {
     )
 }
 
+/// Where the plot area is and what it spans: log10 decades on both axes.
+struct Frame {
+    xd: (i32, i32),
+    yd: (i32, i32),
+    pw: f64,
+    ph: f64,
+}
+
+impl Frame {
+    fn new(series: &[Series]) -> Frame {
+        let pts = series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|(x, y)| *x > 0.0 && *y > 0.0);
+        let (mut xmin, mut xmax, mut ymin, mut ymax) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+        for &(x, y) in pts {
+            xmin = xmin.min(x);
+            xmax = xmax.max(x);
+            ymin = ymin.min(y);
+            ymax = ymax.max(y);
+        }
+        if xmin > xmax {
+            (xmin, xmax, ymin, ymax) = (1.0, 10.0, 1.0, 10.0);
+        }
+        Frame {
+            xd: decades(xmin, xmax),
+            yd: decades(ymin, ymax),
+            pw: W - LEFT - RIGHT,
+            ph: H - TOP - BOTTOM,
+        }
+    }
+
+    fn sx(&self, x: f64) -> f64 {
+        let (d0, d1) = self.xd;
+        LEFT + (x.log10() - d0 as f64) / (d1 - d0) as f64 * self.pw
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        let (d0, d1) = self.yd;
+        TOP + self.ph - (y.log10() - d0 as f64) / (d1 - d0) as f64 * self.ph
+    }
+}
+
 pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let pts = series
-        .iter()
-        .flat_map(|s| s.points.iter())
-        .filter(|(x, y)| *x > 0.0 && *y > 0.0);
-    let (mut xmin, mut xmax, mut ymin, mut ymax) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in pts {
-        xmin = xmin.min(x);
-        xmax = xmax.max(x);
-        ymin = ymin.min(y);
-        ymax = ymax.max(y);
-    }
-    if xmin > xmax {
-        (xmin, xmax, ymin, ymax) = (1.0, 10.0, 1.0, 10.0);
-    }
-    let (xd0, xd1) = decades(xmin, xmax);
-    let (yd0, yd1) = decades(ymin, ymax);
-    let pw = W - LEFT - RIGHT;
-    let ph = H - TOP - BOTTOM;
-    let sx = |x: f64| LEFT + (x.log10() - xd0 as f64) / (xd1 - xd0) as f64 * pw;
-    let sy = |y: f64| TOP + ph - (y.log10() - yd0 as f64) / (yd1 - yd0) as f64 * ph;
+    let f = Frame::new(series);
     let mut o = String::new();
     writeln!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#).unwrap();
     writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#).unwrap();
     writeln!(
         o,
         r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
-        LEFT + pw / 2.0,
+        LEFT + f.pw / 2.0,
         esc(title)
     )
     .unwrap();
-    for d in xd0..=xd1 {
-        let x = sx(10f64.powi(d));
+    grid(&mut o, &f);
+    axis_labels(&mut o, &f, x_label, y_label);
+    for (i, s) in series.iter().enumerate() {
+        line(&mut o, &f, i, s);
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// Grid lines and tick labels at each decade.
+fn grid(o: &mut String, f: &Frame) {
+    for d in f.xd.0..=f.xd.1 {
+        let x = f.sx(10f64.powi(d));
         writeln!(
             o,
             r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/>"##,
-            TOP + ph
+            TOP + f.ph
         )
         .unwrap();
         writeln!(
             o,
             r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">1e{d}</text>"#,
-            TOP + ph + 16.0
+            TOP + f.ph + 16.0
         )
         .unwrap();
     }
-    for d in yd0..=yd1 {
-        let y = sy(10f64.powi(d));
+    for d in f.yd.0..=f.yd.1 {
+        let y = f.sy(10f64.powi(d));
         writeln!(
             o,
             r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
-            LEFT + pw
+            LEFT + f.pw
         )
         .unwrap();
         writeln!(
@@ -87,15 +122,20 @@ pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Stri
         )
         .unwrap();
     }
+}
+
+/// The plot area's border and the two axis titles.
+fn axis_labels(o: &mut String, f: &Frame, x_label: &str, y_label: &str) {
     writeln!(
         o,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
+        f.pw, f.ph
     )
     .unwrap();
     writeln!(
         o,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + pw / 2.0,
+        LEFT + f.pw / 2.0,
         H - 12.0,
         esc(x_label)
     )
@@ -103,49 +143,54 @@ pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Stri
     writeln!(
         o,
         r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + ph / 2.0,
+        TOP + f.ph / 2.0,
         esc(y_label)
     )
     .unwrap();
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let dash = if s.label.contains("alone") {
-            r#" stroke-dasharray="2 3""#
-        } else if s.label.contains("touch") {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
-        let path: Vec<String> = s
-            .points
-            .iter()
-            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
-            .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
-            .collect();
-        writeln!(
-            o,
-            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
-            path.join(" ")
-        )
-        .unwrap();
-        for p in &path {
-            let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-            writeln!(o, r#"<circle cx="{x}" cy="{y}" r="3" fill="{color}"/>"#).unwrap();
-        }
-        let ly = TOP + 10.0 + i as f64 * 18.0;
-        let lx = LEFT + pw + 12.0;
-        writeln!(o, r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>"#, lx + 24.0).unwrap();
-        writeln!(
-            o,
-            r#"<text x="{}" y="{}">{}</text>"#,
-            lx + 30.0,
-            ly + 4.0,
-            esc(&s.label)
-        )
-        .unwrap();
+}
+
+/// Series `i`: its polyline, its points, and its legend entry.
+fn line(o: &mut String, f: &Frame, i: usize, s: &Series) {
+    let color = COLORS[i % COLORS.len()];
+    let dash = if s.label.contains("alone") {
+        r#" stroke-dasharray="2 3""#
+    } else if s.label.contains("touch") {
+        r#" stroke-dasharray="6 4""#
+    } else {
+        ""
+    };
+    let path: Vec<String> = s
+        .points
+        .iter()
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .map(|&(x, y)| format!("{:.1},{:.1}", f.sx(x), f.sy(y)))
+        .collect();
+    writeln!(
+        o,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
+        path.join(" ")
+    )
+    .unwrap();
+    for p in &path {
+        let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+        writeln!(o, r#"<circle cx="{x}" cy="{y}" r="3" fill="{color}"/>"#).unwrap();
     }
-    o.push_str("</svg>\n");
-    o
+    let ly = TOP + 10.0 + i as f64 * 18.0;
+    let lx = LEFT + f.pw + 12.0;
+    writeln!(
+        o,
+        r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>"#,
+        lx + 24.0
+    )
+    .unwrap();
+    writeln!(
+        o,
+        r#"<text x="{}" y="{}">{}</text>"#,
+        lx + 30.0,
+        ly + 4.0,
+        esc(&s.label)
+    )
+    .unwrap();
 }
 
 fn esc(s: &str) -> String {

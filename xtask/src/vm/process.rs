@@ -126,26 +126,7 @@ pub fn run(
         started,
         allowlist,
     };
-    let end = loop {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            watch.handle(line)?;
-        }
-        if let Some(line) = watch.kvm_failure.take() {
-            break VmEnd::KvmFailure(line);
-        }
-        if let Some(status) = child.0.try_wait()? {
-            break VmEnd::Exited {
-                code: status.code(),
-            };
-        }
-        let elapsed = started.elapsed();
-        if watch.boot_secs.is_none() && elapsed > limits.boot {
-            break VmEnd::BootTimeout;
-        }
-        if elapsed > limits.overall {
-            break VmEnd::Timeout;
-        }
-    };
+    let end = watch.until_end(&mut child, &rx, limits)?;
     drop(child);
     let _ = out_reader.join();
     let _ = err_reader.join();
@@ -181,6 +162,35 @@ struct Watcher<'a> {
 }
 
 impl Watcher<'_> {
+    /// Handles QEMU's output until QEMU exits, KVM fails, or a limit is hit.
+    fn until_end(
+        &mut self,
+        child: &mut Reaper,
+        rx: &mpsc::Receiver<Line>,
+        limits: &Limits,
+    ) -> Result<VmEnd> {
+        loop {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+                self.handle(line)?;
+            }
+            if let Some(line) = self.kvm_failure.take() {
+                return Ok(VmEnd::KvmFailure(line));
+            }
+            if let Some(status) = child.0.try_wait()? {
+                return Ok(VmEnd::Exited {
+                    code: status.code(),
+                });
+            }
+            let elapsed = self.started.elapsed();
+            if self.boot_secs.is_none() && elapsed > limits.boot {
+                return Ok(VmEnd::BootTimeout);
+            }
+            if elapsed > limits.overall {
+                return Ok(VmEnd::Timeout);
+            }
+        }
+    }
+
     fn handle(&mut self, line: Line) -> Result<()> {
         match line {
             Line::Console(l) => {
