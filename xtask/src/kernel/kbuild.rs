@@ -1,5 +1,6 @@
 //! Running the kernel's make out of tree, incrementally, through ccache,
-//! with a log, progress lines and recovery from an interrupted build.
+//! with a log, progress (see progress.rs) and recovery from an interrupted
+//! build.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use super::kconfig;
+use super::progress::{self, LogCounter, Progress};
 use crate::util::{last_lines, on_path, read_stamp, spawn_tied, write_atomic};
 
 const BUILDING: &str = ".bpflab-building";
@@ -225,24 +227,16 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
             .stderr(log_file),
     )
     .context("starting make")?;
-    let mut last_report = Instant::now();
+    let mut counter = LogCounter::new(log);
+    let mut progress = Progress::start(req.name, progress::reference(&req.build_dir));
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
         std::thread::sleep(Duration::from_millis(500));
-        if last_report.elapsed() >= Duration::from_secs(60) {
-            last_report = Instant::now();
-            let text = fs::read_to_string(log).unwrap_or_default();
-            let objects = text.lines().filter(|l| l.starts_with("  CC ")).count();
-            crate::status!(
-                req.name,
-                "building: {} compiled so far, {:.0?} elapsed",
-                objects,
-                started.elapsed()
-            );
-        }
+        progress.update(counter.poll());
     };
+    progress.finish();
     let text = fs::read_to_string(log).unwrap_or_default();
     if !status.success() {
         bail!(
@@ -252,6 +246,7 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
             last_lines(&text, 25)
         );
     }
+    progress::record(&req.build_dir, counter.poll())?;
     crate::status!(req.name, "built in {:.0?}", started.elapsed());
     Ok(())
 }

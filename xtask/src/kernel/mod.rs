@@ -8,6 +8,7 @@ pub mod kbuild;
 pub mod kconfig;
 pub mod manifest;
 pub mod mirror;
+pub mod progress;
 pub mod series;
 pub mod source;
 
