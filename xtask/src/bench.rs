@@ -106,7 +106,7 @@ fn write_outputs(
         out.join("sweep.svg"),
         plot::svg(
             &format!("mmap()+munmap() of a BPF_F_MMAPABLE array map ({accel})"),
-            "map size (bytes)",
+            "map size",
             "time (µs)",
             &sweep_series(results),
         ),

@@ -1,4 +1,6 @@
-//! A small log-log line plot as SVG, enough for the benchmark's sweep.
+//! A small log-log line plot as SVG, enough for the benchmark's sweep: x
+//! is a size in bytes, ticked at powers of two in human units (4 KiB ...
+//! 1 GiB), y is ticked at powers of ten.
 
 use std::fmt::Write as _;
 
@@ -25,9 +27,43 @@ fn decades(lo: f64, hi: f64) -> (i32, i32) {
     )
 }
 
-/// Where the plot area is and what it spans: log10 decades on both axes.
+/// Powers of two spanning [lo, hi].
+fn octaves(lo: f64, hi: f64) -> (i32, i32) {
+    (
+        lo.log2().floor() as i32,
+        hi.log2().ceil().max(lo.log2().floor() + 1.0) as i32,
+    )
+}
+
+/// A size in bytes in binary units: `4 KiB`, `64 MiB`, `1 GiB`, `1.5 MiB`.
+pub fn size_label(bytes: f64) -> String {
+    const UNITS: [(&str, f64); 4] = [
+        ("GiB", (1u64 << 30) as f64),
+        ("MiB", (1u64 << 20) as f64),
+        ("KiB", 1024.0),
+        ("B", 1.0),
+    ];
+    let (unit, size) = UNITS
+        .into_iter()
+        .find(|(_, size)| bytes >= *size)
+        .unwrap_or(("B", 1.0));
+    let v = bytes / size;
+    if v.fract() == 0.0 {
+        format!("{v:.0} {unit}")
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
+/// Every how many powers of two the x axis has a tick: at most 10 ticks.
+fn tick_step(lo: i32, hi: i32) -> usize {
+    ((hi - lo) as usize).div_ceil(10).max(1)
+}
+
+/// Where the plot area is and what it spans: powers of two on x, powers
+/// of ten on y.
 struct Frame {
-    xd: (i32, i32),
+    xo: (i32, i32),
     yd: (i32, i32),
     pw: f64,
     ph: f64,
@@ -50,7 +86,7 @@ impl Frame {
             (xmin, xmax, ymin, ymax) = (1.0, 10.0, 1.0, 10.0);
         }
         Frame {
-            xd: decades(xmin, xmax),
+            xo: octaves(xmin, xmax),
             yd: decades(ymin, ymax),
             pw: W - LEFT - RIGHT,
             ph: H - TOP - BOTTOM,
@@ -58,8 +94,8 @@ impl Frame {
     }
 
     fn sx(&self, x: f64) -> f64 {
-        let (d0, d1) = self.xd;
-        LEFT + (x.log10() - d0 as f64) / (d1 - d0) as f64 * self.pw
+        let (o0, o1) = self.xo;
+        LEFT + (x.log2() - o0 as f64) / (o1 - o0) as f64 * self.pw
     }
 
     fn sy(&self, y: f64) -> f64 {
@@ -89,10 +125,11 @@ pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Stri
     o
 }
 
-/// Grid lines and tick labels at each decade.
+/// Grid lines and tick labels: sizes on x, decades on y.
 fn grid(o: &mut String, f: &Frame) {
-    for d in f.xd.0..=f.xd.1 {
-        let x = f.sx(10f64.powi(d));
+    for b in (f.xo.0..=f.xo.1).step_by(tick_step(f.xo.0, f.xo.1)) {
+        let bytes = 2f64.powi(b);
+        let x = f.sx(bytes);
         writeln!(
             o,
             r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/>"##,
@@ -101,8 +138,9 @@ fn grid(o: &mut String, f: &Frame) {
         .unwrap();
         writeln!(
             o,
-            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">1e{d}</text>"#,
-            TOP + f.ph + 16.0
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            TOP + f.ph + 16.0,
+            size_label(bytes)
         )
         .unwrap();
     }
@@ -220,13 +258,27 @@ mod tests {
         assert!(s.trim_end().ends_with("</svg>"));
         assert_eq!(s.matches("<polyline").count(), 2);
         assert!(
-            s.contains("1e3") && s.contains("1e10"),
-            "x decades 4096..1GiB"
+            s.contains(">4 KiB<") && s.contains(">1 GiB<"),
+            "x ticks 4 KiB..1 GiB"
         );
+        assert!(!s.contains(">1e10<"), "sizes in human units");
         assert!(s.contains("patched &lt;no&gt; access"));
         // Log scale: the base line's two points are far apart vertically.
         let base = s.lines().find(|l| l.starts_with("<polyline")).unwrap();
         assert!(base.contains(&format!("{:.1},", LEFT)) || base.contains("points=\""));
+    }
+
+    #[test]
+    fn sizes_in_human_units() {
+        assert_eq!(size_label(4096.0), "4 KiB");
+        assert_eq!(size_label(65536.0), "64 KiB");
+        assert_eq!(size_label((8u64 << 20) as f64), "8 MiB");
+        assert_eq!(size_label((1u64 << 30) as f64), "1 GiB");
+        assert_eq!(size_label(512.0), "512 B");
+        assert_eq!(size_label(1.5 * (1u64 << 20) as f64), "1.5 MiB");
+        // 4 KiB .. 1 GiB is 18 doublings: a tick every 2, 10 ticks.
+        assert_eq!(tick_step(12, 30), 2);
+        assert_eq!(tick_step(12, 16), 1);
     }
 
     #[test]
