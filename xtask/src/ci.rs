@@ -1,26 +1,13 @@
 //! `cargo xtask ci`: everything a BPF tree's CI runs, in order, each step
 //! in a folded section, with a summary table at the end.
 
-use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::cli::CiArgs;
 use crate::{hostdeps, project};
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct Args {
-    /// Skip the debug kernel (KASAN, lockdep, ...): build and run.
-    #[arg(long)]
-    pub no_debug: bool,
-    /// Skip the harness's fault tests (they boot kernels on purpose to fail).
-    #[arg(long)]
-    pub no_faults: bool,
-    /// The cache of trees and builds (passed to every step).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
-}
 
 /// One CI step: a name and the command it runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +19,7 @@ pub struct Step {
 
 /// The steps, as data: cheap checks first, so a formatting slip fails in
 /// seconds rather than after the kernel builds.
-pub fn steps(args: &Args, xtask: &str) -> Vec<Step> {
+pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     let cargo = |name, a: &[&str]| Step {
         name,
         program: "cargo".into(),
@@ -107,7 +94,7 @@ struct Outcome {
     took: Duration,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(args: CiArgs) -> Result<ExitCode> {
     let started = Instant::now();
     // Host tools first: a missing one fails here, before any long step.
     let mut deps = hostdeps::BUILD.to_vec();
@@ -190,8 +177,8 @@ fn summary(outcomes: &[Outcome], total: Duration) -> String {
 mod tests {
     use super::*;
 
-    fn args() -> Args {
-        Args {
+    fn args() -> CiArgs {
+        CiArgs {
             no_debug: false,
             no_faults: false,
             cache_dir: None,
@@ -221,7 +208,7 @@ mod tests {
 
     #[test]
     fn options_drop_steps_and_pass_the_cache() {
-        let a = Args {
+        let a = CiArgs {
             no_debug: true,
             no_faults: true,
             cache_dir: Some("/c".into()),

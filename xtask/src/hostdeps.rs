@@ -6,6 +6,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use crate::util::on_path;
+
 /// One requirement: satisfied when any of `paths` exists or `command` is on
 /// PATH; installed by the Debian package `package`.
 #[derive(Debug, Clone, Copy)]
@@ -61,8 +63,8 @@ pub const BUILD: &[Dep] = &[
 /// The default kernel source.
 pub const DEFAULT_SOURCE: &[Dep] = &[file(
     "kernel source tarball",
-    &[crate::source::DEFAULT_TARBALL],
-    crate::source::DEFAULT_PACKAGE,
+    &[crate::kernel::source::DEFAULT_TARBALL],
+    crate::kernel::source::DEFAULT_PACKAGE,
 )];
 
 /// What booting a kernel needs.
@@ -77,11 +79,6 @@ pub fn missing(deps: &[Dep]) -> Vec<Dep> {
         .filter(|d| !is_satisfied(d, on_path))
         .copied()
         .collect()
-}
-
-pub fn on_path(command: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
 }
 
 /// The command that installs `deps`, for error messages.
@@ -145,7 +142,7 @@ pub fn ensure(deps: &[Dep]) -> Result<()> {
 }
 
 /// Set to 1 to never install anything, only report what is missing.
-pub const NO_INSTALL_ENV: &str = "BPF_LAZY_MMAP_NO_INSTALL";
+pub const NO_INSTALL_ENV: &str = "BPFLAB_NO_INSTALL";
 
 fn can_apt_install() -> bool {
     if std::env::var_os(NO_INSTALL_ENV).is_some_and(|v| v == "1") {

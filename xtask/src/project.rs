@@ -1,4 +1,5 @@
-//! Where things are: the project root and the kernel cache directory.
+//! Where things are: the project root, the cache directory and each run's
+//! own directory in it; and what the exit codes mean.
 
 use std::path::{Path, PathBuf};
 
@@ -14,8 +15,10 @@ pub const EXIT_INFRA: u8 = 2;
 pub const EXIT_SETUP: u8 = 3;
 
 /// Environment variable that overrides the cache directory.
-pub const CACHE_ENV: &str = "BPF_LAZY_MMAP_CACHE";
-const CACHE_NAME: &str = "bpf-lazy-mmap";
+pub const CACHE_ENV: &str = "BPFLAB_CACHE";
+/// The project's one machine-facing name: the cache directory, environment
+/// variables, the results protocol (`BPFLAB-`) and kernel parameters.
+const CACHE_NAME: &str = "bpflab";
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,8 +34,8 @@ pub fn shell() -> Result<Shell> {
     Ok(sh)
 }
 
-/// The cache directory: the flag, then $BPF_LAZY_MMAP_CACHE, then
-/// $XDG_CACHE_HOME/bpf-lazy-mmap, then ~/.cache/bpf-lazy-mmap.
+/// The cache directory: the flag, then $BPFLAB_CACHE, then
+/// $XDG_CACHE_HOME/bpflab, then ~/.cache/bpflab.
 pub fn cache_dir(flag: Option<&Path>) -> Result<PathBuf> {
     resolve_cache_dir(
         flag,
@@ -59,9 +62,24 @@ fn resolve_cache_dir(
         return Ok(xdg.join(CACHE_NAME));
     }
     let home = non_empty(home).context(
-        "cannot place the kernel cache: HOME is not set; pass --cache-dir DIR or set BPF_LAZY_MMAP_CACHE",
+        "cannot place the kernel cache: HOME is not set; pass --cache-dir DIR or set BPFLAB_CACHE",
     )?;
     Ok(home.join(".cache").join(CACHE_NAME))
+}
+
+/// A fresh directory for one vmtest or bench run's logs and reports. Its
+/// name is unique to the run, so no lock is needed: a run never waits for
+/// another run's kernel build just to write its logs.
+pub fn new_run_dir(cache_root: &Path, what: &str) -> Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let dir = cache_root
+        .join("runs")
+        .join(format!("{what}-{stamp}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
 }
 
 #[cfg(test)]
@@ -76,13 +94,10 @@ mod tests {
         let got = |f, e, x, h| resolve_cache_dir(f, e, x, h).unwrap();
         assert_eq!(got(p("/f"), p("/e"), p("/x"), p("/h")), Path::new("/f"));
         assert_eq!(got(None, p("/e"), p("/x"), p("/h")), Path::new("/e"));
-        assert_eq!(
-            got(None, p(""), p("/x"), p("/h")),
-            Path::new("/x/bpf-lazy-mmap")
-        );
+        assert_eq!(got(None, p(""), p("/x"), p("/h")), Path::new("/x/bpflab"));
         assert_eq!(
             got(None, None, None, p("/h")),
-            Path::new("/h/.cache/bpf-lazy-mmap")
+            Path::new("/h/.cache/bpflab")
         );
         assert!(resolve_cache_dir(None, None, None, None).is_err());
     }

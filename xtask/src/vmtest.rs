@@ -2,411 +2,29 @@
 //! the guest, and report per test, per kernel and overall.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 
-use crate::build_kernel::{self, Flavor, KernelSpec, SourceArgs};
-use crate::cache;
-use crate::console::{self, GuestReport, Status, TestResult, Verdict};
-use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
-use crate::qemu::{self, Accel, AccelChoice, GuestCommand, VmConfig};
+use crate::cli::VmtestArgs;
+use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
+use crate::report::protocol::Status;
 use crate::report::{self, Counts, KernelRun};
-use crate::vm::{self, Limits, VmEnd, VmOutcome};
-use crate::{guest_image, hostdeps};
+use crate::vm::process::VmOutcome;
+use crate::vm::session::{self, GuestRun, Prepared, Session, Target};
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct Args {
-    #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vm: VmArgs,
-    /// Test name filters (substrings), e.g. `-- t14 t02`.
-    #[arg(last = true)]
-    pub filters: Vec<String>,
-}
-
-/// Options shared by every subcommand that boots kernels.
-#[derive(clap::Args, Debug, Clone)]
-pub struct VmArgs {
-    /// Kernels to run, comma-separated: base, patched, or the path of a
-    /// bzImage of your own.
-    #[arg(
-        long = "kernel",
-        alias = "kernels",
-        value_delimiter = ',',
-        default_value = "base,patched"
-    )]
-    pub kernels: Vec<String>,
-    /// Use the debug kernels (KASAN, lockdep, DEBUG_VM, ...).
-    #[arg(long)]
-    pub debug: bool,
-    /// Accelerator: KVM where it can run the kernel, else TCG.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
-    pub accel: AccelChoice,
-    /// Which side of the plan's P/U cases a bzImage given by path is
-    /// expected to be on (base or patched).
-    #[arg(long, default_value = "patched")]
-    pub claim: String,
-    /// Kill the guest after this many seconds (default: 900 under TCG,
-    /// 3x that for debug kernels).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
-    /// Harness self-test: make the guest panic, WARN or hang.
-    #[arg(long, hide = true)]
-    pub inject: Option<String>,
-}
-
-/// A kernel ready to boot.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub name: String,
-    pub bzimage: PathBuf,
-    /// "base" or "patched".
-    pub claim: String,
-    pub debug: bool,
-}
-
-/// Resolves `--kernel` names to bzImages, building what is missing, and
-/// copies each image into `run_dir` while the cache is still locked: a
-/// later run may rebuild the cache's kernels while this one boots them.
-pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<Target>> {
-    let mut specs = Vec::new();
-    let mut out: Vec<(usize, Target)> = Vec::new();
-    for (i, k) in vm.kernels.iter().enumerate() {
-        let flavor = match k.as_str() {
-            "base" => Flavor::Base,
-            "patched" => Flavor::Patched,
-            path => {
-                let p = Path::new(path);
-                if !p.is_file() {
-                    bail!("--kernel {path}: not base, patched, or an existing bzImage file");
-                }
-                if vm.claim != "base" && vm.claim != "patched" {
-                    bail!("--claim {}: must be base or patched", vm.claim);
-                }
-                let target = Target {
-                    name: p
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned(),
-                    bzimage: p.to_path_buf(),
-                    claim: vm.claim.clone(),
-                    debug: vm.debug,
-                };
-                out.push((i, target));
-                continue;
-            }
-        };
-        specs.push((
-            i,
-            KernelSpec {
-                flavor,
-                debug: vm.debug,
-            },
-        ));
-    }
-    // Held until the built kernels are copied out of the cache.
-    let mut lock = None;
-    if !specs.is_empty() {
-        let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| *s).collect();
-        let (manifest, cache) = build_kernel::build_locked(source, &only)?;
-        lock = Some(cache);
-        for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
-            let target = Target {
-                name: info.name,
-                bzimage: info.bzimage,
-                claim: spec.flavor.name().into(),
-                debug: spec.debug,
-            };
-            out.push((*i, target));
-        }
-    }
-    out.sort_by_key(|(i, _)| *i);
-    let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
-    unique_names(&mut targets);
-    if lock.is_some() {
-        for t in &mut targets {
-            let copy = run_dir.join(format!("{}.bzImage", t.name));
-            fs::copy(&t.bzimage, &copy).with_context(|| {
-                format!("copying {} into {}", t.bzimage.display(), run_dir.display())
-            })?;
-            t.bzimage = copy;
-        }
-    }
-    Ok(targets)
-}
-
-/// Two kernels with one name would overwrite each other's logs and reports.
-fn unique_names(targets: &mut [Target]) {
-    let mut seen = std::collections::HashSet::new();
-    for (i, t) in targets.iter_mut().enumerate() {
-        if !seen.insert(t.name.clone()) {
-            t.name = format!("{}-{}", t.name, i + 1);
-            seen.insert(t.name.clone());
-        }
-    }
-}
-
-/// What every subcommand that boots guests needs before the first boot.
-pub struct Prepared {
-    pub allowlist: Vec<String>,
-    pub run_dir: PathBuf,
-    pub targets: Vec<Target>,
-    pub initramfs: PathBuf,
-}
-
-/// Host tools, the allowlist, a run directory, the kernels and the guest
-/// image, in that order: cheap checks fail before anything is built.
-pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared> {
-    hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
-    let allowlist = load_allowlist()?;
-    let run_dir = cache::new_run_dir(&project::cache_dir(source.cache_dir.as_deref())?, what)?;
-    let targets = targets(source, vm, &run_dir)?;
-    let initramfs = guest_image::build(&run_dir)?;
-    Ok(Prepared {
-        allowlist,
-        run_dir,
-        targets,
-        initramfs,
-    })
-}
-
-/// Picks the accelerator, and falls back to TCG for the rest of the run
-/// once KVM has shown it cannot run our kernels here.
-pub struct AccelPicker {
-    choice: AccelChoice,
-    kvm_failed: bool,
-}
-
-impl AccelPicker {
-    pub fn new(choice: AccelChoice) -> AccelPicker {
-        AccelPicker {
-            choice,
-            kvm_failed: false,
-        }
-    }
-
-    pub fn current(&self) -> Accel {
-        match self.choice {
-            AccelChoice::Kvm => Accel::Kvm,
-            AccelChoice::Tcg => Accel::Tcg,
-            AccelChoice::Auto if !self.kvm_failed && qemu::kvm_available() => Accel::Kvm,
-            AccelChoice::Auto => Accel::Tcg,
-        }
-    }
-}
-
-/// A guest run that produced a trustworthy report.
-pub struct GuestRun {
-    pub accel: Accel,
-    pub report: GuestReport,
-    pub outcome: VmOutcome,
-}
-
-/// Boots `target` with `guest` and returns its report, or an error that
-/// says why the VM could not do its job.
-pub fn run_guest(
-    target: &Target,
-    guest: GuestCommand,
-    picker: &mut AccelPicker,
-    initramfs: &Path,
-    run_dir: &Path,
-    timeout: Option<u64>,
-    allowlist: &[String],
-) -> Result<GuestRun> {
-    loop {
-        let accel = picker.current();
-        let results = run_dir.join(format!("results-{}.txt", target.name));
-        let console_log = run_dir.join(format!("console-{}.log", target.name));
-        let cfg = VmConfig::new(accel, &target.bzimage, initramfs, &results, guest.clone());
-        let limits = limits(accel, target.debug, timeout);
-        crate::status!(
-            &target.name,
-            "booting under {} (console: {})",
-            accel.name(),
-            console_log.display()
-        );
-        let outcome = vm::run(&cfg, &console_log, &limits, allowlist)?;
-        if let VmEnd::KvmFailure(line) = &outcome.end {
-            if picker.choice == AccelChoice::Auto {
-                crate::status!(
-                    &target.name,
-                    "KVM cannot run this kernel here ({line}); rerunning under TCG"
-                );
-                picker.kvm_failed = true;
-                continue;
-            }
-            bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
-        }
-        let text = fs::read_to_string(&results).unwrap_or_default();
-        let report = judge(&outcome, &text, &limits)?;
-        return Ok(GuestRun {
-            accel,
-            report,
-            outcome,
-        });
-    }
-}
-
-fn limits(accel: Accel, debug: bool, timeout: Option<u64>) -> Limits {
-    let slow = if debug { 3 } else { 1 };
-    let (boot, overall) = match accel {
-        Accel::Kvm => (30, 600),
-        Accel::Tcg => (60, 900),
-    };
-    Limits {
-        boot: Duration::from_secs(boot * slow),
-        overall: Duration::from_secs(timeout.unwrap_or(overall * slow)),
-    }
-}
-
-/// Decides whether the VM did its job, in order of what explains the most:
-/// a panic, a timeout, then the results channel's own consistency.
-pub fn judge(outcome: &VmOutcome, results: &str, limits: &Limits) -> Result<GuestReport> {
-    let tail = || {
-        let lines = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
-        format!("last console lines:\n    {}", lines.join("\n    "))
-    };
-    let log = outcome.console_log.display();
-    if let Some(panic) = &outcome.panic {
-        bail!(
-            "the kernel panicked: {} (console: {log})\n{}",
-            panic.trim(),
-            tail()
-        );
-    }
-    match &outcome.end {
-        VmEnd::BootTimeout => bail!(
-            "the guest did not reach /init within {:?}; QEMU was killed (console: {log})\n{}",
-            limits.boot,
-            tail()
-        ),
-        VmEnd::Timeout => bail!(
-            "the guest hung: no end within {:?}; QEMU was killed (console: {log})\n{}",
-            limits.overall,
-            tail()
-        ),
-        VmEnd::KvmFailure(line) => bail!("KVM failed: {line}"),
-        VmEnd::Exited { .. } => {}
-    }
-    let report = console::parse_results(results).map_err(|err| {
-        let mut stderr = String::new();
-        if let VmEnd::Exited { code: Some(code) } = outcome.end {
-            if code != 0 {
-                stderr = format!("\nQEMU exited with status {code}");
-            }
-        }
-        if !outcome.qemu_stderr.is_empty() {
-            stderr += &format!("\nQEMU said: {}", outcome.qemu_stderr.join(" / "));
-        }
-        anyhow::anyhow!("{err} (console: {log}){stderr}\n{}", tail())
-    })?;
-    if report.verdict == Verdict::Error {
-        bail!(
-            "the guest could not run its program: {} (console: {log})\n{}",
-            report.verdict_detail,
-            tail()
-        );
-    }
-    Ok(report)
-}
-
-/// The harness's own T28 check: a clean console, as one more result.
-pub fn console_check(outcome: &VmOutcome) -> TestResult {
-    let clean = outcome.splats.is_empty();
-    TestResult {
-        name: "t28_console_clean".into(),
-        status: if clean { Status::Pass } else { Status::Fail },
-        millis: 0,
-        message: if clean {
-            String::new()
-        } else {
-            format!(
-                "kernel reported {} problem line(s) on the console, first: {} (see {})",
-                outcome.splats.len(),
-                outcome.splats[0].trim(),
-                outcome.console_log.display()
-            )
-        },
-    }
-}
-
-pub fn load_allowlist() -> Result<Vec<String>> {
-    let path = project::root().join("vm-images/splat-allowlist.txt");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(console::parse_allowlist(&text))
-}
-
-fn check_filters(filters: &[String]) -> Result<()> {
-    for f in filters {
-        if f.is_empty()
-            || !f
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            bail!(
-                "test filter {f:?}: use letters, digits, '_' and '-' only (e.g. t14 or dontneed)"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Every filter must select a test: the static selftests binary lists its
-/// tests on the host too, so a typo fails here rather than after a boot.
-fn check_filters_match(filters: &[String]) -> Result<()> {
-    if filters.is_empty() {
-        return Ok(());
-    }
-    let bin = guest_image::guest_bin_dir().join("selftests");
-    let out = std::process::Command::new(&bin)
-        .arg("--list")
-        .output()
-        .with_context(|| format!("listing the tests with {}", bin.display()))?;
-    let names = String::from_utf8_lossy(&out.stdout);
-    for f in filters {
-        if !names.lines().any(|n| n.contains(f.as_str())) {
-            bail!(
-                "test filter {f:?} matches no test; `{} --list` lists them",
-                bin.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-pub fn run(args: Args) -> Result<ExitCode> {
-    check_filters(&args.filters)?;
+pub fn run(args: VmtestArgs) -> Result<ExitCode> {
+    session::check_filters(&args.filters)?;
     let Prepared {
-        allowlist,
-        run_dir,
         targets,
-        initramfs,
-    } = prepare(&args.source, &args.vm, "vmtest")?;
-    check_filters_match(&args.filters)?;
-    let mut picker = AccelPicker::new(args.vm.accel);
+        mut session,
+    } = session::prepare(&args.source, &args.vm, "vmtest")?;
+    session::check_filters_match(&args.filters)?;
     let mut runs = Vec::new();
     let mut infra_errors = Vec::new();
     for target in &targets {
-        let guest = GuestCommand {
-            program: "selftests".into(),
-            kernel_claim: target.claim.clone(),
-            args: args.filters.clone(),
-            inject: args.vm.inject.clone(),
-        };
-        match run_guest(
-            target,
-            guest,
-            &mut picker,
-            &initramfs,
-            &run_dir,
-            args.vm.timeout,
-            &allowlist,
-        ) {
+        let guest = target.guest("selftests", args.filters.clone(), args.vm.inject.clone());
+        match session.run_guest(target, guest) {
             Ok(run) if run.report.results.is_empty() => {
                 eprintln!(
                     "== {}: no test matches the filters {:?} (`cargo run -p selftests -- --list` lists them)",
@@ -414,35 +32,44 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 );
                 infra_errors.push(target.name.clone());
             }
-            Ok(run) => {
-                let mut results = run.report.results.clone();
-                results.push(console_check(&run.outcome));
-                let kr = KernelRun {
-                    kernel: target.name.clone(),
-                    accel: run.accel.name().into(),
-                    results,
-                    seconds: run.outcome.elapsed.as_secs_f64(),
-                };
-                print_summary(&kr, &run.outcome);
-                fs::write(
-                    run_dir.join(format!("{}.ktap", target.name)),
-                    report::ktap(&kr),
-                )?;
-                runs.push(kr);
-            }
+            Ok(run) => runs.push(kernel_run(&session, target, run)?),
             Err(err) => {
                 eprintln!("== {}: the VM could not do its job: {err:#}", target.name);
                 infra_errors.push(target.name.clone());
             }
         }
     }
-    let junit = run_dir.join("junit.xml");
-    fs::write(&junit, report::junit(&runs))?;
+    finish(&session, &runs, &infra_errors)
+}
+
+/// One kernel's results, the console check included: summarised on
+/// stderr and written as KTAP into the run's directory.
+fn kernel_run(session: &Session, target: &Target, run: GuestRun) -> Result<KernelRun> {
+    let mut results = run.report.results.clone();
+    results.push(session::console_check(&run.outcome));
+    let kr = KernelRun {
+        kernel: target.name.clone(),
+        accel: run.accel.name().into(),
+        results,
+        seconds: run.outcome.elapsed.as_secs_f64(),
+    };
+    print_summary(&kr, &run.outcome);
+    fs::write(
+        session.run_dir.join(format!("{}.ktap", target.name)),
+        report::ktap(&kr),
+    )?;
+    Ok(kr)
+}
+
+/// The JUnit file, the closing line, and the exit code.
+fn finish(session: &Session, runs: &[KernelRun], infra_errors: &[String]) -> Result<ExitCode> {
+    let junit = session.run_dir.join("junit.xml");
+    fs::write(&junit, report::junit(runs))?;
     eprintln!(
         "reports: {} (KTAP per kernel, junit.xml, console logs)",
-        run_dir.display()
+        session.run_dir.display()
     );
-    let total = Counts::total(&runs);
+    let total = Counts::total(runs);
     println!("{}", total.closing_line());
     if !infra_errors.is_empty() {
         eprintln!("VM failure on: {}", infra_errors.join(", "));
@@ -470,97 +97,5 @@ fn print_summary(run: &KernelRun, outcome: &VmOutcome) {
     );
     for r in run.results.iter().filter(|r| r.status == Status::Fail) {
         eprintln!("   FAIL {}: {}", r.name, r.message);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn outcome(end: VmEnd) -> VmOutcome {
-        VmOutcome {
-            end,
-            console_log: "/tmp/console.log".into(),
-            tail: vec!["[    1.0] Run /init as init process".into()],
-            splats: vec![],
-            panic: None,
-            boot_secs: Some(1.5),
-            elapsed: Duration::from_secs(3),
-            qemu_stderr: vec![],
-        }
-    }
-
-    fn lim() -> Limits {
-        limits(Accel::Tcg, false, None)
-    }
-
-    const OK: &str = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-VERDICT pass exit=0\n";
-
-    #[test]
-    fn a_clean_run_is_judged_complete() {
-        let o = outcome(VmEnd::Exited { code: Some(0) });
-        let r = judge(&o, OK, &lim()).unwrap();
-        assert_eq!(r.results.len(), 1);
-        assert_eq!(console_check(&o).status, Status::Pass);
-    }
-
-    #[test]
-    fn panic_wins_over_everything() {
-        let mut o = outcome(VmEnd::Exited { code: Some(0) });
-        o.panic = Some("[    2.000000] Kernel panic - not syncing: sysrq triggered crash".into());
-        let err = format!("{:#}", judge(&o, OK, &lim()).unwrap_err());
-        assert!(err.contains("panicked") && err.contains("sysrq"), "{err}");
-    }
-
-    #[test]
-    fn timeouts_and_missing_verdicts_are_vm_failures() {
-        let err = format!(
-            "{:#}",
-            judge(&outcome(VmEnd::Timeout), OK, &lim()).unwrap_err()
-        );
-        assert!(err.contains("hung"), "{err}");
-        let err = format!(
-            "{:#}",
-            judge(&outcome(VmEnd::BootTimeout), "", &lim()).unwrap_err()
-        );
-        assert!(err.contains("did not reach /init"), "{err}");
-        let o = outcome(VmEnd::Exited { code: Some(0) });
-        let err = format!("{:#}", judge(&o, "BPFLAB-PLAN 1\n", &lim()).unwrap_err());
-        assert!(err.contains("no verdict"), "{err}");
-        let err = format!(
-            "{:#}",
-            judge(
-                &o,
-                "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n",
-                &lim()
-            )
-            .unwrap_err()
-        );
-        assert!(err.contains("could not run its program"), "{err}");
-    }
-
-    #[test]
-    fn splats_fail_the_console_check() {
-        let mut o = outcome(VmEnd::Exited { code: Some(0) });
-        o.splats = vec!["[    5.000000] WARNING: CPU: 0 PID: 1 at lkdtm".into()];
-        let c = console_check(&o);
-        assert_eq!(c.status, Status::Fail);
-        assert!(c.message.contains("WARNING"), "{}", c.message);
-    }
-
-    #[test]
-    fn filters_must_fit_on_the_kernel_command_line() {
-        assert!(check_filters(&["t14".into(), "dont_need-x".into()]).is_ok());
-        assert!(check_filters(&["a b".into()]).is_err());
-        assert!(check_filters(&["t1,t2".into()]).is_err());
-    }
-
-    #[test]
-    fn debug_kernels_get_longer_limits() {
-        assert!(limits(Accel::Tcg, true, None).boot > limits(Accel::Tcg, false, None).boot);
-        assert_eq!(
-            limits(Accel::Tcg, false, Some(5)).overall,
-            Duration::from_secs(5)
-        );
     }
 }

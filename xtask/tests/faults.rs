@@ -268,7 +268,7 @@ fn console_flood_keeps_a_bounded_log_and_still_reports() {
     let out = xtask(&[
         "vmtest", "--kernel", "patched", "--inject", "flood", "--", "t03",
     ])
-    .env("BPF_LAZY_MMAP_CONSOLE_CAP_MIB", "2")
+    .env("BPFLAB_CONSOLE_CAP_MIB", "2")
     .output()
     .unwrap();
     let text = format!(
@@ -300,7 +300,7 @@ fn missing_qemu_is_reported_before_any_long_step() {
     let out = Command::new(XTASK)
         .args(["vmtest"])
         .env("PATH", "/nonexistent")
-        .env("BPF_LAZY_MMAP_NO_INSTALL", "1")
+        .env("BPFLAB_NO_INSTALL", "1")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);

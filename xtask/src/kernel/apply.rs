@@ -10,9 +10,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use xshell::cmd;
 
-use crate::cache::{read_stamp, write_atomic};
-use crate::mirror;
-use crate::series::{Patch, Series};
+use super::mirror;
+use super::series::{Patch, Series};
+use crate::util::{read_stamp, write_atomic};
 
 const STAMP: &str = ".bpflab-applied";
 
@@ -141,7 +141,7 @@ fn first_error(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::tempdir;
+    use crate::util::tempdir;
 
     fn fake_tree(root: &Path) {
         fs::create_dir_all(root.join("kernel/bpf")).unwrap();

@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -13,13 +12,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::console;
-use crate::qemu::{self, VmConfig};
+use super::console;
+use super::qemu::{self, VmConfig};
+use crate::util::spawn_tied;
 
 /// Console log cap: a guest flooding the console cannot fill the disk.
 pub const LOG_CAP_BYTES: u64 = 16 << 20;
 /// Overrides the cap, in MiB.
-pub const LOG_CAP_ENV: &str = "BPF_LAZY_MMAP_CONSOLE_CAP_MIB";
+pub const LOG_CAP_ENV: &str = "BPFLAB_CONSOLE_CAP_MIB";
 
 fn log_cap() -> u64 {
     std::env::var(LOG_CAP_ENV)
@@ -90,23 +90,20 @@ pub fn run(
     // The results file must start empty: a stale verdict must never count.
     fs::write(&cfg.results, b"").with_context(|| format!("creating {}", cfg.results.display()))?;
     let args = qemu::qemu_args(cfg);
-    let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: prctl is async-signal-safe; it makes the kernel kill QEMU if
-    // the harness dies, so no QEMU outlives its run.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
     let started = Instant::now();
-    let mut child = Reaper(cmd.spawn().context(
-        "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
-    )?);
+    // QEMU dies with the harness (see spawn_tied), and with `run` (Reaper).
+    let mut child = Reaper(
+        spawn_tied(
+            Command::new("qemu-system-x86_64")
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .context(
+            "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
+        )?,
+    );
     let (tx, rx) = mpsc::channel();
     let stdout = child.0.stdout.take().context("qemu stdout")?;
     let stderr = child.0.stderr.take().context("qemu stderr")?;
@@ -129,26 +126,7 @@ pub fn run(
         started,
         allowlist,
     };
-    let end = loop {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            watch.handle(line)?;
-        }
-        if let Some(line) = watch.kvm_failure.take() {
-            break VmEnd::KvmFailure(line);
-        }
-        if let Some(status) = child.0.try_wait()? {
-            break VmEnd::Exited {
-                code: status.code(),
-            };
-        }
-        let elapsed = started.elapsed();
-        if watch.boot_secs.is_none() && elapsed > limits.boot {
-            break VmEnd::BootTimeout;
-        }
-        if elapsed > limits.overall {
-            break VmEnd::Timeout;
-        }
-    };
+    let end = watch.until_end(&mut child, &rx, limits)?;
     drop(child);
     let _ = out_reader.join();
     let _ = err_reader.join();
@@ -184,6 +162,35 @@ struct Watcher<'a> {
 }
 
 impl Watcher<'_> {
+    /// Handles QEMU's output until QEMU exits, KVM fails, or a limit is hit.
+    fn until_end(
+        &mut self,
+        child: &mut Reaper,
+        rx: &mpsc::Receiver<Line>,
+        limits: &Limits,
+    ) -> Result<VmEnd> {
+        loop {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+                self.handle(line)?;
+            }
+            if let Some(line) = self.kvm_failure.take() {
+                return Ok(VmEnd::KvmFailure(line));
+            }
+            if let Some(status) = child.0.try_wait()? {
+                return Ok(VmEnd::Exited {
+                    code: status.code(),
+                });
+            }
+            let elapsed = self.started.elapsed();
+            if self.boot_secs.is_none() && elapsed > limits.boot {
+                return Ok(VmEnd::BootTimeout);
+            }
+            if elapsed > limits.overall {
+                return Ok(VmEnd::Timeout);
+            }
+        }
+    }
+
     fn handle(&mut self, line: Line) -> Result<()> {
         match line {
             Line::Console(l) => {
@@ -306,7 +313,7 @@ mod tests {
 
     #[test]
     fn log_is_bounded() {
-        let t = crate::cache::tempdir();
+        let t = crate::util::tempdir();
         let path = t.join("console.log");
         let mut log = BoundedLog::create(&path, LOG_CAP_BYTES).unwrap();
         let line = "y".repeat(1 << 16);

@@ -70,65 +70,13 @@ impl Cache {
     }
 }
 
-/// A fresh directory for one vmtest or bench run's logs and reports. Its
-/// name is unique to the run, so no lock is needed: a run never waits for
-/// another run's kernel build just to write its logs.
-pub fn new_run_dir(cache_root: &Path, what: &str) -> Result<PathBuf> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    let dir = cache_root
-        .join("runs")
-        .join(format!("{what}-{stamp}-{}", std::process::id()));
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
-}
-
-/// Prints one status line: `[stage] message`, to stderr so that `--json`
-/// output on stdout stays machine-readable.
-#[macro_export]
-macro_rules! status {
-    ($stage:expr, $($arg:tt)*) => {
-        eprintln!("[{}] {}", $stage, format_args!($($arg)*))
-    };
-}
-
-/// Writes `contents` to `path` atomically (temp file + rename), so a killed
-/// run never leaves a half-written stamp or manifest.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))
-}
-
-/// Reads a stamp file; a missing file reads as empty.
-pub fn read_stamp(path: &Path) -> String {
-    fs::read_to_string(path).unwrap_or_default()
-}
-
-/// A fresh, empty directory for a unit test.
-#[cfg(test)]
-pub fn tempdir() -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "xtask-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn second_open_waits_for_the_first() {
-        let dir = tempdir();
+        let dir = crate::util::tempdir();
         let first = Cache::open(&dir).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let d2 = dir.clone();

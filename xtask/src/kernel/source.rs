@@ -10,7 +10,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use xshell::cmd;
 
-use crate::cache::Cache;
+use super::cache::Cache;
 
 /// Debian's kernel source package and the tarball it installs.
 pub const DEFAULT_PACKAGE: &str = "linux-source-6.12";
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn classifies_sources() {
-        let t = crate::cache::tempdir();
+        let t = crate::util::tempdir();
         assert!(KernelSource::from_arg(None).unwrap().is_default());
         let err = format!(
             "{:#}",

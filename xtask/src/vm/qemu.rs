@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::kernel::Flavor;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AccelChoice {
     /// KVM where /dev/kvm can run the kernel, TCG otherwise.
@@ -31,8 +33,8 @@ impl Accel {
 pub struct GuestCommand {
     /// "selftests" or "bench".
     pub program: String,
-    /// "base" or "patched": which side of P/U the tests assert.
-    pub kernel_claim: String,
+    /// Which side of P/U the tests assert; the guest reads its name.
+    pub flavor: Flavor,
     pub args: Vec<String>,
     /// Harness self-tests only: "panic", "warn" or "hang".
     pub inject: Option<String>,
@@ -95,7 +97,7 @@ pub fn kernel_cmdline(cfg: &VmConfig) -> String {
         parts.push(format!("numa=fake={}", cfg.numa_nodes));
     }
     parts.push(format!("bpflab.run={}", cfg.guest.program));
-    parts.push(format!("bpflab.kernel={}", cfg.guest.kernel_claim));
+    parts.push(format!("bpflab.kernel={}", cfg.guest.flavor.name()));
     if !cfg.guest.args.is_empty() {
         parts.push(format!("bpflab.args={}", cfg.guest.args.join(",")));
     }
@@ -172,7 +174,7 @@ mod tests {
             Path::new("/r/results.txt"),
             GuestCommand {
                 program: "selftests".into(),
-                kernel_claim: "patched".into(),
+                flavor: Flavor::Patched,
                 args: vec!["t14".into(), "t02".into()],
                 inject: None,
             },

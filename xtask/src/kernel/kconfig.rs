@@ -10,6 +10,8 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use xshell::cmd;
 
+use crate::util::last_lines;
+
 /// Fragments for the normal kernels, in merge order.
 pub const DEFAULT_FRAGMENTS: &[&str] = &["qemu.config", "bpf.config"];
 /// Added on top for the debug kernels.
@@ -119,11 +121,6 @@ pub fn check_survived(fragments: &[PathBuf], config: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,7 +189,7 @@ mod tests {
 
     #[test]
     fn fragment_hash_tracks_content() {
-        let t = crate::cache::tempdir();
+        let t = crate::util::tempdir();
         let f = t.join("a.config");
         fs::write(&f, "CONFIG_A=y\n").unwrap();
         let h1 = fragments_hash(std::slice::from_ref(&f)).unwrap();

@@ -232,7 +232,7 @@ pub fn replace_with_copy(src: &Path, dst: &Path, rel: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::tempdir;
+    use crate::util::tempdir;
 
     fn write(p: &Path, s: &str) {
         fs::create_dir_all(p.parent().unwrap()).unwrap();

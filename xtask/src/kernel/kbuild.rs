@@ -1,16 +1,17 @@
 //! Running the kernel's make out of tree, incrementally, through ccache,
-//! with a log, progress lines and recovery from an interrupted build.
+//! with a log, progress (see progress.rs) and recovery from an interrupted
+//! build.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cache::{read_stamp, write_atomic};
-use crate::kconfig;
+use super::kconfig;
+use super::progress::{self, LogCounter, Progress};
+use crate::util::{last_lines, on_path, read_stamp, spawn_tied, write_atomic};
 
 const BUILDING: &str = ".bpflab-building";
 const BUILT: &str = ".bpflab-built";
@@ -62,7 +63,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
         write_atomic(&req.build_dir.join(CONFIGURED), config_key.as_bytes())?;
         crate::status!(req.name, "configured in {:.1?}", started.elapsed());
     }
-    let cc = if crate::hostdeps::on_path("ccache") {
+    let cc = if on_path("ccache") {
         "ccache gcc"
     } else {
         "gcc"
@@ -214,53 +215,38 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
     crate::status!(req.name, "make {} (log: {})", args.join(" "), log.display());
     let log_file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let started = Instant::now();
-    let mut command = Command::new("make");
-    // SAFETY: prctl is async-signal-safe. make dies with the harness, so a
-    // killed run never leaves a make writing into a build directory that
-    // the next run (holding the lock) is using.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = command
-        .args(&args)
-        .current_dir(req.tree)
-        .env("CCACHE_DIR", &req.ccache_dir)
-        .env("CCACHE_MAXSIZE", "5G")
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .spawn()
-        .context("starting make")?;
-    let mut last_report = Instant::now();
+    // make dies with the harness (see spawn_tied).
+    let mut child = spawn_tied(
+        Command::new("make")
+            .args(&args)
+            .current_dir(req.tree)
+            .env("CCACHE_DIR", &req.ccache_dir)
+            .env("CCACHE_MAXSIZE", "5G")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file),
+    )
+    .context("starting make")?;
+    let mut counter = LogCounter::new(log);
+    let mut progress = Progress::start(req.name, progress::reference(&req.build_dir));
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
         std::thread::sleep(Duration::from_millis(500));
-        if last_report.elapsed() >= Duration::from_secs(60) {
-            last_report = Instant::now();
-            let text = fs::read_to_string(log).unwrap_or_default();
-            let objects = text.lines().filter(|l| l.starts_with("  CC ")).count();
-            crate::status!(
-                req.name,
-                "building: {} compiled so far, {:.0?} elapsed",
-                objects,
-                started.elapsed()
-            );
-        }
+        progress.update(counter.poll());
     };
+    progress.finish();
     let text = fs::read_to_string(log).unwrap_or_default();
     if !status.success() {
         bail!(
             "building the {} kernel failed ({status}); full log: {}\n{}",
             req.name,
             log.display(),
-            kconfig::last_lines(&text, 25)
+            last_lines(&text, 25)
         );
     }
+    progress::record(&req.build_dir, counter.poll())?;
     crate::status!(req.name, "built in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -280,7 +266,7 @@ mod tests {
 
     #[test]
     fn interrupted_build_output_is_removed() {
-        let t = crate::cache::tempdir();
+        let t = crate::util::tempdir();
         fs::create_dir_all(t.join("kernel/bpf")).unwrap();
         fs::write(t.join("kernel/bpf/old.o"), "complete").unwrap();
         fs::write(t.join(".config"), "CONFIG_X=y").unwrap();

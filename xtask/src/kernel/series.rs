@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn hash_changes_with_content_and_order() {
-        let dir = crate::cache::tempdir();
+        let dir = crate::util::tempdir();
         let diff = |f: &str| format!("--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-x\n+y\n");
         fs::write(dir.join("1.patch"), diff("one")).unwrap();
         fs::write(dir.join("2.patch"), diff("two")).unwrap();

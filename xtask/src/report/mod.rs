@@ -1,9 +1,13 @@
 //! Test reports: KTAP per kernel, one JUnit XML file for the run, and the
 //! counts behind the closing `N passed, N failed` line.
 
+pub mod bench;
+pub mod plot;
+pub mod protocol;
+
 use std::fmt::Write as _;
 
-use crate::console::{Status, TestResult};
+use self::protocol::{Status, TestResult};
 
 /// The results of one kernel's run, as reported to the user.
 #[derive(Debug, Clone)]
@@ -83,7 +87,7 @@ pub fn junit(runs: &[KernelRun]) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     writeln!(
         out,
-        "<testsuites name=\"bpf-lazy-mmap vmtest\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
+        "<testsuites name=\"bpflab vmtest\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
         total.passed + total.failed + total.skipped,
         total.failed,
         total.skipped
@@ -202,7 +206,7 @@ mod tests {
     fn junit_is_escaped_and_counted() {
         let j = junit(&[run()]);
         assert!(j.contains(
-            "<testsuites name=\"bpf-lazy-mmap vmtest\" tests=\"3\" failures=\"1\" skipped=\"1\">"
+            "<testsuites name=\"bpflab vmtest\" tests=\"3\" failures=\"1\" skipped=\"1\">"
         ));
         assert!(j.contains("<testcase classname=\"patched\" name=\"t01_a\" time=\"1.500\"/>"));
         assert!(j.contains("<failure message=\"rss &lt;3&gt; &amp; &quot;x&quot;\">"));

@@ -1,0 +1,195 @@
+//! The command line: every subcommand's arguments, as clap structs. The
+//! command modules take these and never import each other for them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::kernel::{Flavor, KernelSpec};
+use crate::project;
+use crate::vm::qemu::AccelChoice;
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Build, boot and measure the lazy mmap BPF patch series"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Apply patches/ to a kernel tree and build the base and patched kernels.
+    BuildKernel(BuildKernelArgs),
+    /// Boot each kernel under QEMU and run the selftests in the guest.
+    Vmtest(VmtestArgs),
+    /// Reproduce the seed's timing table on each kernel, side by side.
+    Bench(BenchArgs),
+    /// Everything CI runs: checks, unit tests, kernels, vmtest, faults, bench.
+    Ci(CiArgs),
+}
+
+/// Where the kernel comes from and where builds are kept; shared by every
+/// subcommand that needs kernels.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SourceArgs {
+    /// A kernel tree (directory or git checkout) or a .tar.xz/.tar.gz; it
+    /// is only read. Default: Debian's linux-source-6.12.
+    #[arg(long, value_name = "PATH")]
+    pub kernel_src: Option<PathBuf>,
+    /// The cache of trees and builds (default: $BPFLAB_CACHE, then
+    /// $XDG_CACHE_HOME/bpflab, then ~/.cache/bpflab).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The patch series to apply (a directory with a `series` file).
+    #[arg(long, value_name = "DIR", default_value_os_t = project::root().join("patches"))]
+    pub patches: PathBuf,
+    /// Parallel make jobs (default: number of CPUs + 1).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BuildKernelArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Which kernels to build.
+    #[arg(long, value_enum, default_value_t = KernelChoice::Both)]
+    pub kernel: KernelChoice,
+    /// Build the debug variants (KASAN, lockdep, DEBUG_VM, ...) instead.
+    #[arg(long)]
+    pub debug: bool,
+    /// Print the manifest of the kernels as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// build-kernel's `--kernel`: which of the two kernels to build.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelChoice {
+    Base,
+    Patched,
+    Both,
+}
+
+impl KernelChoice {
+    pub fn specs(self, debug: bool) -> Vec<KernelSpec> {
+        let flavors = match self {
+            KernelChoice::Base => vec![Flavor::Base],
+            KernelChoice::Patched => vec![Flavor::Patched],
+            KernelChoice::Both => vec![Flavor::Base, Flavor::Patched],
+        };
+        flavors
+            .into_iter()
+            .map(|flavor| KernelSpec { flavor, debug })
+            .collect()
+    }
+}
+
+/// Options shared by every subcommand that boots kernels.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VmArgs {
+    /// Kernels to run, comma-separated: base, patched, or the path of a
+    /// bzImage of your own.
+    #[arg(
+        long = "kernel",
+        alias = "kernels",
+        value_delimiter = ',',
+        default_value = "base,patched"
+    )]
+    pub kernels: Vec<String>,
+    /// Use the debug kernels (KASAN, lockdep, DEBUG_VM, ...).
+    #[arg(long)]
+    pub debug: bool,
+    /// Accelerator: KVM where it can run the kernel, else TCG.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    pub accel: AccelChoice,
+    /// Which side of the plan's P/U cases a bzImage given by path is
+    /// expected to be on.
+    #[arg(long, value_enum, default_value_t = Flavor::Patched)]
+    pub claim: Flavor,
+    /// Kill the guest after this many seconds (default: 900 under TCG,
+    /// 3x that for debug kernels).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Harness self-test: make the guest panic, WARN or hang.
+    #[arg(long, hide = true)]
+    pub inject: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct VmtestArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vm: VmArgs,
+    /// Test name filters (substrings), e.g. `-- t14 t02`.
+    #[arg(last = true)]
+    pub filters: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vm: VmArgs,
+    /// Fewer iterations, one boot per kernel, sweep up to 64 MiB (for CI).
+    #[arg(long)]
+    pub quick: bool,
+    /// Boots per kernel, interleaved across kernels (default 3, 1 with
+    /// --quick); the spread across boots is reported.
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// Where to write bench.json and sweep.svg (default: target/bench).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CiArgs {
+    /// Skip the debug kernel (KASAN, lockdep, ...): build and run.
+    #[arg(long)]
+    pub no_debug: bool,
+    /// Skip the harness's fault tests (they boot kernels on purpose to fail).
+    #[arg(long)]
+    pub no_faults: bool,
+    /// The cache of trees and builds (passed to every step).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names() {
+        let names: Vec<String> = KernelChoice::Both
+            .specs(false)
+            .iter()
+            .map(KernelSpec::name)
+            .collect();
+        assert_eq!(names, ["base", "patched"]);
+        let names: Vec<String> = KernelChoice::Patched
+            .specs(true)
+            .iter()
+            .map(KernelSpec::name)
+            .collect();
+        assert_eq!(names, ["patched-debug"]);
+    }
+
+    #[test]
+    fn claim_is_a_flavor() {
+        let cli = Cli::try_parse_from(["xtask", "vmtest", "--claim", "base"]).unwrap();
+        let Command::Vmtest(args) = cli.command else {
+            panic!("not vmtest");
+        };
+        assert_eq!(args.vm.claim, Flavor::Base);
+        assert!(Cli::try_parse_from(["xtask", "vmtest", "--claim", "other"]).is_err());
+        let cli = Cli::try_parse_from(["xtask", "build-kernel", "--kernel", "both"]).unwrap();
+        assert!(matches!(cli.command, Command::BuildKernel(a) if a.kernel == KernelChoice::Both));
+    }
+}

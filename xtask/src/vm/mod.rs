@@ -1,0 +1,9 @@
+//! From built kernels to a guest's report: the guest image, the QEMU
+//! arguments, running QEMU and watching its console, and the session that
+//! boots each kernel of a run and judges what came back.
+
+pub mod console;
+pub mod guest_image;
+pub mod process;
+pub mod qemu;
+pub mod session;

@@ -1,0 +1,455 @@
+//! A run's session: the kernels resolved and copied into the run's own
+//! directory, the guest image, the accelerator, each guest booted and its
+//! outcome judged. Shared by `vmtest` and `bench`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::console;
+use super::guest_image;
+use super::process::{self, Limits, VmEnd, VmOutcome};
+use super::qemu::{self, Accel, AccelChoice, GuestCommand, VmConfig};
+use crate::cli::{SourceArgs, VmArgs};
+use crate::kernel::{self, Flavor, KernelSpec};
+use crate::report::protocol::{self, GuestReport, Status, TestResult, Verdict};
+use crate::{hostdeps, project};
+
+/// A kernel ready to boot.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub name: String,
+    pub bzimage: PathBuf,
+    /// Which side of the plan's P/U cases the guest asserts.
+    pub flavor: Flavor,
+    pub debug: bool,
+}
+
+impl Target {
+    /// What the guest runs on this kernel.
+    pub fn guest(&self, program: &str, args: Vec<String>, inject: Option<String>) -> GuestCommand {
+        GuestCommand {
+            program: program.into(),
+            flavor: self.flavor,
+            args,
+            inject,
+        }
+    }
+}
+
+/// Resolves `--kernel` names to bzImages, building what is missing, and
+/// copies each image into `run_dir` while the cache is still locked: a
+/// later run may rebuild the cache's kernels while this one boots them.
+pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<Target>> {
+    let mut specs = Vec::new();
+    let mut out: Vec<(usize, Target)> = Vec::new();
+    for (i, k) in vm.kernels.iter().enumerate() {
+        let flavor = match k.as_str() {
+            "base" => Flavor::Base,
+            "patched" => Flavor::Patched,
+            path => {
+                out.push((i, own_kernel(path, vm)?));
+                continue;
+            }
+        };
+        specs.push((
+            i,
+            KernelSpec {
+                flavor,
+                debug: vm.debug,
+            },
+        ));
+    }
+    // Held until the built kernels are copied out of the cache.
+    let mut lock = None;
+    if !specs.is_empty() {
+        let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| *s).collect();
+        let (manifest, cache) = kernel::build_locked(source, &only)?;
+        lock = Some(cache);
+        for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
+            let target = Target {
+                name: info.name,
+                bzimage: info.bzimage,
+                flavor: spec.flavor,
+                debug: spec.debug,
+            };
+            out.push((*i, target));
+        }
+    }
+    out.sort_by_key(|(i, _)| *i);
+    let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
+    unique_names(&mut targets);
+    if lock.is_some() {
+        for t in &mut targets {
+            let copy = run_dir.join(format!("{}.bzImage", t.name));
+            fs::copy(&t.bzimage, &copy).with_context(|| {
+                format!("copying {} into {}", t.bzimage.display(), run_dir.display())
+            })?;
+            t.bzimage = copy;
+        }
+    }
+    Ok(targets)
+}
+
+/// A bzImage of the user's own, given by path, asserting `--claim`.
+fn own_kernel(path: &str, vm: &VmArgs) -> Result<Target> {
+    let p = Path::new(path);
+    if !p.is_file() {
+        bail!("--kernel {path}: not base, patched, or an existing bzImage file");
+    }
+    Ok(Target {
+        name: p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned(),
+        bzimage: p.to_path_buf(),
+        flavor: vm.claim,
+        debug: vm.debug,
+    })
+}
+
+/// Two kernels with one name would overwrite each other's logs and reports.
+fn unique_names(targets: &mut [Target]) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, t) in targets.iter_mut().enumerate() {
+        if !seen.insert(t.name.clone()) {
+            t.name = format!("{}-{}", t.name, i + 1);
+            seen.insert(t.name.clone());
+        }
+    }
+}
+
+/// What every subcommand that boots guests needs before the first boot.
+pub struct Prepared {
+    pub targets: Vec<Target>,
+    pub session: Session,
+}
+
+/// Boots guests for one run: its directory, guest image, allowlist,
+/// accelerator and timeout.
+pub struct Session {
+    pub run_dir: PathBuf,
+    allowlist: Vec<String>,
+    initramfs: PathBuf,
+    picker: AccelPicker,
+    timeout: Option<u64>,
+}
+
+/// Host tools, the allowlist, a run directory, the kernels and the guest
+/// image, in that order: cheap checks fail before anything is built.
+pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared> {
+    hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
+    let allowlist = load_allowlist()?;
+    let run_dir = project::new_run_dir(&project::cache_dir(source.cache_dir.as_deref())?, what)?;
+    let targets = targets(source, vm, &run_dir)?;
+    let initramfs = guest_image::build(&run_dir)?;
+    Ok(Prepared {
+        targets,
+        session: Session {
+            run_dir,
+            allowlist,
+            initramfs,
+            picker: AccelPicker::new(vm.accel),
+            timeout: vm.timeout,
+        },
+    })
+}
+
+/// Picks the accelerator, and falls back to TCG for the rest of the run
+/// once KVM has shown it cannot run our kernels here.
+pub struct AccelPicker {
+    choice: AccelChoice,
+    kvm_failed: bool,
+}
+
+impl AccelPicker {
+    pub fn new(choice: AccelChoice) -> AccelPicker {
+        AccelPicker {
+            choice,
+            kvm_failed: false,
+        }
+    }
+
+    pub fn current(&self) -> Accel {
+        match self.choice {
+            AccelChoice::Kvm => Accel::Kvm,
+            AccelChoice::Tcg => Accel::Tcg,
+            AccelChoice::Auto if !self.kvm_failed && qemu::kvm_available() => Accel::Kvm,
+            AccelChoice::Auto => Accel::Tcg,
+        }
+    }
+}
+
+/// A guest run that produced a trustworthy report.
+pub struct GuestRun {
+    pub accel: Accel,
+    pub report: GuestReport,
+    pub outcome: VmOutcome,
+}
+
+impl Session {
+    /// Boots `target` with `guest` and returns its report, or an error that
+    /// says why the VM could not do its job.
+    pub fn run_guest(&mut self, target: &Target, guest: GuestCommand) -> Result<GuestRun> {
+        loop {
+            let accel = self.picker.current();
+            let results = self.run_dir.join(format!("results-{}.txt", target.name));
+            let console_log = self.run_dir.join(format!("console-{}.log", target.name));
+            let cfg = VmConfig::new(
+                accel,
+                &target.bzimage,
+                &self.initramfs,
+                &results,
+                guest.clone(),
+            );
+            let limits = limits(accel, target.debug, self.timeout);
+            crate::status!(
+                &target.name,
+                "booting under {} (console: {})",
+                accel.name(),
+                console_log.display()
+            );
+            let outcome = process::run(&cfg, &console_log, &limits, &self.allowlist)?;
+            if let VmEnd::KvmFailure(line) = &outcome.end {
+                if self.picker.choice == AccelChoice::Auto {
+                    crate::status!(
+                        &target.name,
+                        "KVM cannot run this kernel here ({line}); rerunning under TCG"
+                    );
+                    self.picker.kvm_failed = true;
+                    continue;
+                }
+                bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
+            }
+            let text = fs::read_to_string(&results).unwrap_or_default();
+            let report = judge(&outcome, &text, &limits)?;
+            return Ok(GuestRun {
+                accel,
+                report,
+                outcome,
+            });
+        }
+    }
+}
+
+fn limits(accel: Accel, debug: bool, timeout: Option<u64>) -> Limits {
+    let slow = if debug { 3 } else { 1 };
+    let (boot, overall) = match accel {
+        Accel::Kvm => (30, 600),
+        Accel::Tcg => (60, 900),
+    };
+    Limits {
+        boot: Duration::from_secs(boot * slow),
+        overall: Duration::from_secs(timeout.unwrap_or(overall * slow)),
+    }
+}
+
+/// Decides whether the VM did its job, in order of what explains the most:
+/// a panic, a timeout, then the results channel's own consistency.
+pub fn judge(outcome: &VmOutcome, results: &str, limits: &Limits) -> Result<GuestReport> {
+    let tail = || {
+        let lines = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
+        format!("last console lines:\n    {}", lines.join("\n    "))
+    };
+    let log = outcome.console_log.display();
+    if let Some(panic) = &outcome.panic {
+        bail!(
+            "the kernel panicked: {} (console: {log})\n{}",
+            panic.trim(),
+            tail()
+        );
+    }
+    match &outcome.end {
+        VmEnd::BootTimeout => bail!(
+            "the guest did not reach /init within {:?}; QEMU was killed (console: {log})\n{}",
+            limits.boot,
+            tail()
+        ),
+        VmEnd::Timeout => bail!(
+            "the guest hung: no end within {:?}; QEMU was killed (console: {log})\n{}",
+            limits.overall,
+            tail()
+        ),
+        VmEnd::KvmFailure(line) => bail!("KVM failed: {line}"),
+        VmEnd::Exited { .. } => {}
+    }
+    let report = protocol::parse_results(results).map_err(|err| {
+        let mut stderr = String::new();
+        if let VmEnd::Exited { code: Some(code) } = outcome.end {
+            if code != 0 {
+                stderr = format!("\nQEMU exited with status {code}");
+            }
+        }
+        if !outcome.qemu_stderr.is_empty() {
+            stderr += &format!("\nQEMU said: {}", outcome.qemu_stderr.join(" / "));
+        }
+        anyhow::anyhow!("{err} (console: {log}){stderr}\n{}", tail())
+    })?;
+    if report.verdict == Verdict::Error {
+        bail!(
+            "the guest could not run its program: {} (console: {log})\n{}",
+            report.verdict_detail,
+            tail()
+        );
+    }
+    Ok(report)
+}
+
+/// The harness's own T28 check: a clean console, as one more result.
+pub fn console_check(outcome: &VmOutcome) -> TestResult {
+    let clean = outcome.splats.is_empty();
+    TestResult {
+        name: "t28_console_clean".into(),
+        status: if clean { Status::Pass } else { Status::Fail },
+        millis: 0,
+        message: if clean {
+            String::new()
+        } else {
+            format!(
+                "kernel reported {} problem line(s) on the console, first: {} (see {})",
+                outcome.splats.len(),
+                outcome.splats[0].trim(),
+                outcome.console_log.display()
+            )
+        },
+    }
+}
+
+pub fn load_allowlist() -> Result<Vec<String>> {
+    let path = project::root().join("vm-images/splat-allowlist.txt");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(console::parse_allowlist(&text))
+}
+
+pub fn check_filters(filters: &[String]) -> Result<()> {
+    for f in filters {
+        if f.is_empty()
+            || !f
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            bail!(
+                "test filter {f:?}: use letters, digits, '_' and '-' only (e.g. t14 or dontneed)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every filter must select a test: the static selftests binary lists its
+/// tests on the host too, so a typo fails here rather than after a boot.
+pub fn check_filters_match(filters: &[String]) -> Result<()> {
+    if filters.is_empty() {
+        return Ok(());
+    }
+    let bin = guest_image::guest_bin_dir().join("selftests");
+    let out = std::process::Command::new(&bin)
+        .arg("--list")
+        .output()
+        .with_context(|| format!("listing the tests with {}", bin.display()))?;
+    let names = String::from_utf8_lossy(&out.stdout);
+    for f in filters {
+        if !names.lines().any(|n| n.contains(f.as_str())) {
+            bail!(
+                "test filter {f:?} matches no test; `{} --list` lists them",
+                bin.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(end: VmEnd) -> VmOutcome {
+        VmOutcome {
+            end,
+            console_log: "/tmp/console.log".into(),
+            tail: vec!["[    1.0] Run /init as init process".into()],
+            splats: vec![],
+            panic: None,
+            boot_secs: Some(1.5),
+            elapsed: Duration::from_secs(3),
+            qemu_stderr: vec![],
+        }
+    }
+
+    fn lim() -> Limits {
+        limits(Accel::Tcg, false, None)
+    }
+
+    const OK: &str = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-VERDICT pass exit=0\n";
+
+    #[test]
+    fn a_clean_run_is_judged_complete() {
+        let o = outcome(VmEnd::Exited { code: Some(0) });
+        let r = judge(&o, OK, &lim()).unwrap();
+        assert_eq!(r.results.len(), 1);
+        assert_eq!(console_check(&o).status, Status::Pass);
+    }
+
+    #[test]
+    fn panic_wins_over_everything() {
+        let mut o = outcome(VmEnd::Exited { code: Some(0) });
+        o.panic = Some("[    2.000000] Kernel panic - not syncing: sysrq triggered crash".into());
+        let err = format!("{:#}", judge(&o, OK, &lim()).unwrap_err());
+        assert!(err.contains("panicked") && err.contains("sysrq"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_and_missing_verdicts_are_vm_failures() {
+        let err = format!(
+            "{:#}",
+            judge(&outcome(VmEnd::Timeout), OK, &lim()).unwrap_err()
+        );
+        assert!(err.contains("hung"), "{err}");
+        let err = format!(
+            "{:#}",
+            judge(&outcome(VmEnd::BootTimeout), "", &lim()).unwrap_err()
+        );
+        assert!(err.contains("did not reach /init"), "{err}");
+        let o = outcome(VmEnd::Exited { code: Some(0) });
+        let err = format!("{:#}", judge(&o, "BPFLAB-PLAN 1\n", &lim()).unwrap_err());
+        assert!(err.contains("no verdict"), "{err}");
+        let err = format!(
+            "{:#}",
+            judge(
+                &o,
+                "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n",
+                &lim()
+            )
+            .unwrap_err()
+        );
+        assert!(err.contains("could not run its program"), "{err}");
+    }
+
+    #[test]
+    fn splats_fail_the_console_check() {
+        let mut o = outcome(VmEnd::Exited { code: Some(0) });
+        o.splats = vec!["[    5.000000] WARNING: CPU: 0 PID: 1 at lkdtm".into()];
+        let c = console_check(&o);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.message.contains("WARNING"), "{}", c.message);
+    }
+
+    #[test]
+    fn filters_must_fit_on_the_kernel_command_line() {
+        assert!(check_filters(&["t14".into(), "dont_need-x".into()]).is_ok());
+        assert!(check_filters(&["a b".into()]).is_err());
+        assert!(check_filters(&["t1,t2".into()]).is_err());
+    }
+
+    #[test]
+    fn debug_kernels_get_longer_limits() {
+        assert!(limits(Accel::Tcg, true, None).boot > limits(Accel::Tcg, false, None).boot);
+        assert_eq!(
+            limits(Accel::Tcg, false, Some(5)).overall,
+            Duration::from_secs(5)
+        );
+    }
+}
