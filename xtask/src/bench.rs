@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use guest_common::protocol::Program;
 
 use crate::cli::BenchArgs;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
@@ -64,12 +65,19 @@ fn boot_once(session: &mut Session, target: &Target, quick: bool) -> Result<Gues
         vec![]
     };
     let run = session
-        .run_guest(target, target.guest("bench", args, None))
+        .run_guest(target, target.guest(Program::Bench, args, None))
         .with_context(|| format!("benchmarking {}: the VM could not do its job", target.name))
         .inspect_err(|e| eprintln!("error: {e:#}"));
     let Ok(run) = run else {
         return Err(ExitCode::from(EXIT_INFRA));
     };
+    if let Some(why) = &run.vm_failure {
+        eprintln!(
+            "error: benchmarking {}: the VM could not do its job: {why}",
+            target.name
+        );
+        return Err(ExitCode::from(EXIT_INFRA));
+    }
     if run.report.verdict != Verdict::Pass {
         eprintln!(
             "error: the benchmark failed on {}: {} (console: {})",

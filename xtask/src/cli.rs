@@ -111,10 +111,11 @@ pub struct VmArgs {
     #[arg(long, value_enum, default_value_t = Flavor::Patched)]
     pub claim: Flavor,
     /// Kill the guest after this many seconds (default: 900 under TCG,
-    /// 3x that for debug kernels).
+    /// 3x that for debug kernels); the results that arrived are kept.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
-    /// Harness self-test: make the guest panic, WARN or hang.
+    /// Harness self-test: make the guest panic, warn, hang or flood before
+    /// or after its program, or crash|freeze|stall:TEST when TEST starts.
     #[arg(long, hide = true)]
     pub inject: Option<String>,
 }
@@ -125,9 +126,26 @@ pub struct VmtestArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub vm: VmArgs,
+    /// Stop at the first failing test; the rest are reported as not run.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Stop after N failing tests; the rest are reported as not run.
+    #[arg(long, value_name = "N", conflicts_with = "fail_fast")]
+    pub max_failures: Option<std::num::NonZeroUsize>,
     /// Test name filters (substrings), e.g. `-- t14 t02`.
     #[arg(last = true)]
     pub filters: Vec<String>,
+}
+
+impl VmtestArgs {
+    /// After how many failures the run stops, if it does.
+    pub fn stop_after(&self) -> Option<usize> {
+        if self.fail_fast {
+            Some(1)
+        } else {
+            self.max_failures.map(std::num::NonZeroUsize::get)
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]

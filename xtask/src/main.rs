@@ -22,7 +22,19 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
-    let result = match Cli::parse().command {
+    // clap's own exit code for bad usage (2) is ours for a VM failure.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                std::process::ExitCode::from(project::EXIT_SETUP)
+            } else {
+                std::process::ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
         Command::BuildKernel(args) => build_kernel::run(args),
         Command::Vmtest(args) => vmtest::run(args),
         Command::Bench(args) => bench::run(args),

@@ -1,20 +1,26 @@
 //! `cargo xtask vmtest`: boot each kernel under QEMU, run the selftests in
-//! the guest, and report per test, per kernel and overall.
+//! the guest, and report per test, per kernel and overall. A guest that
+//! dies half way still reports what it got through.
 
 use std::fs;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use guest_common::protocol::{Inject, Program};
 
 use crate::cli::VmtestArgs;
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::protocol::Status;
+use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::process::VmOutcome;
-use crate::vm::session::{self, GuestRun, Prepared, Session, Target};
+use crate::vm::qemu::GuestCommand;
+use crate::vm::session::{self, GuestRun, Prepared, Session, Target, DEBUG_SLOWDOWN};
 
 pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     session::check_filters(&args.filters)?;
+    let guest_inject = split_inject(args.vm.inject.as_deref())?;
+    let allowed_skips = skips::load()?;
     let Prepared {
         targets,
         mut session,
@@ -23,7 +29,14 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     let mut runs = Vec::new();
     let mut infra_errors = Vec::new();
     for target in &targets {
-        let guest = target.guest("selftests", args.filters.clone(), args.vm.inject.clone());
+        if let Some(max) = args
+            .stop_after()
+            .filter(|m| Counts::total(&runs).failed >= *m)
+        {
+            eprintln!("== {}: not booted: {max} failure(s) already", target.name);
+            continue;
+        }
+        let guest = selftests_guest(&args, target, &guest_inject);
         match session.run_guest(target, guest) {
             Ok(run) if run.report.results.is_empty() => {
                 eprintln!(
@@ -32,7 +45,13 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
                 );
                 infra_errors.push(target.name.clone());
             }
-            Ok(run) => runs.push(kernel_run(&session, target, run)?),
+            Ok(run) => {
+                if let Some(why) = &run.vm_failure {
+                    eprintln!("== {}: the VM could not do its job: {why}", target.name);
+                    infra_errors.push(target.name.clone());
+                }
+                runs.push(kernel_run(&session, target, run, &allowed_skips)?);
+            }
             Err(err) => {
                 eprintln!("== {}: the VM could not do its job: {err:#}", target.name);
                 infra_errors.push(target.name.clone());
@@ -42,10 +61,60 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     finish(&session, &runs, &infra_errors)
 }
 
-/// One kernel's results, the console check included: summarised on
-/// stderr and written as KTAP into the run's directory.
-fn kernel_run(session: &Session, target: &Target, run: GuestRun) -> Result<KernelRun> {
+/// Where an `--inject` goes: `panic`, `warn`, `hang` and `flood` to /init
+/// (around the program), `KIND:TEST` to the selftests runner (in the
+/// middle of the plan).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct GuestInject {
+    init: Option<Inject>,
+    runner: Option<String>,
+}
+
+fn split_inject(inject: Option<&str>) -> Result<GuestInject> {
+    Ok(match inject {
+        None => GuestInject::default(),
+        Some(v) if v.contains(':') => GuestInject {
+            init: None,
+            runner: Some(v.to_string()),
+        },
+        Some(v) => GuestInject {
+            init: Some(Inject::parse(v).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--inject {v}: want panic, warn, hang, flood or crash|freeze|stall:TEST"
+                )
+            })?),
+            runner: None,
+        },
+    })
+}
+
+/// The selftests' command line for one kernel.
+fn selftests_guest(args: &VmtestArgs, target: &Target, inject: &GuestInject) -> GuestCommand {
+    let mut argv = Vec::new();
+    if let Some(max) = args.stop_after() {
+        argv.push(format!("--max-failures={max}"));
+    }
+    if target.debug {
+        argv.push(format!("--timeout-scale={DEBUG_SLOWDOWN}"));
+    }
+    if let Some(what) = &inject.runner {
+        argv.push(format!("--inject={what}"));
+    }
+    argv.extend(args.filters.iter().cloned());
+    target.guest(Program::Selftests, argv, inject.init)
+}
+
+/// One kernel's results, the console check included, skips held to the
+/// allowlist: summarised on stderr and written as KTAP into the run's
+/// directory.
+fn kernel_run(
+    session: &Session,
+    target: &Target,
+    run: GuestRun,
+    allowed_skips: &[AllowedSkip],
+) -> Result<KernelRun> {
     let mut results = run.report.results.clone();
+    skips::enforce(&mut results, allowed_skips);
     results.push(session::console_check(&run.outcome));
     let kr = KernelRun {
         kernel: target.name.clone(),
@@ -75,7 +144,7 @@ fn finish(session: &Session, runs: &[KernelRun], infra_errors: &[String]) -> Res
         eprintln!("VM failure on: {}", infra_errors.join(", "));
         return Ok(ExitCode::from(EXIT_INFRA));
     }
-    Ok(if total.failed > 0 {
+    Ok(if total.bad() {
         ExitCode::from(EXIT_TESTS_FAILED)
     } else {
         ExitCode::SUCCESS
@@ -95,7 +164,33 @@ fn print_summary(run: &KernelRun, outcome: &VmOutcome) {
         c.closing_line(),
         run.seconds
     );
-    for r in run.results.iter().filter(|r| r.status == Status::Fail) {
-        eprintln!("   FAIL {}: {}", r.name, r.message);
+    for r in &run.results {
+        let word = match r.status {
+            Status::Fail => "FAIL",
+            Status::Crashed => "CRASH",
+            _ => continue,
+        };
+        eprintln!("   {word} {}: {}", r.name, r.message);
+    }
+    if c.not_run > 0 {
+        eprintln!("   {} test(s) not run", c.not_run);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injections_go_to_init_or_to_the_runner() {
+        assert_eq!(split_inject(None).unwrap(), GuestInject::default());
+        assert_eq!(
+            split_inject(Some("panic")).unwrap().init,
+            Some(Inject::Panic)
+        );
+        let mid = split_inject(Some("crash:t11_split_middle_page")).unwrap();
+        assert_eq!(mid.runner.as_deref(), Some("crash:t11_split_middle_page"));
+        assert_eq!(mid.init, None);
+        assert!(split_inject(Some("boom")).is_err());
     }
 }

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod plot;
 pub mod protocol;
+pub mod skips;
 
 use std::fmt::Write as _;
 
@@ -23,17 +24,22 @@ pub struct Counts {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Tests during which the kernel died or the guest stopped responding.
+    pub crashed: usize,
+    pub not_run: usize,
 }
 
 impl Counts {
     pub fn of(results: &[TestResult]) -> Counts {
         let mut c = Counts::default();
         for r in results {
-            match r.status {
-                Status::Pass => c.passed += 1,
-                Status::Fail => c.failed += 1,
-                Status::Skip => c.skipped += 1,
-            }
+            *match r.status {
+                Status::Pass => &mut c.passed,
+                Status::Fail => &mut c.failed,
+                Status::Skip => &mut c.skipped,
+                Status::Crashed => &mut c.crashed,
+                Status::NotRun => &mut c.not_run,
+            } += 1;
         }
         c
     }
@@ -49,16 +55,41 @@ impl Counts {
             passed: self.passed + o.passed,
             failed: self.failed + o.failed,
             skipped: self.skipped + o.skipped,
+            crashed: self.crashed + o.crashed,
+            not_run: self.not_run + o.not_run,
         }
     }
 
-    /// `N passed, N failed` plus `, N skipped` when any were skipped.
+    pub fn all(&self) -> usize {
+        self.passed + self.failed + self.skipped + self.crashed + self.not_run
+    }
+
+    /// Whether anything went wrong: a failure, a crash, or a test never run.
+    pub fn bad(&self) -> bool {
+        self.failed + self.crashed + self.not_run > 0
+    }
+
+    /// `N passed, N failed`, then `, N crashed`, `, N skipped` and
+    /// `, N not run` where there are any.
     pub fn closing_line(&self) -> String {
         let mut s = format!("{} passed, {} failed", self.passed, self.failed);
-        if self.skipped > 0 {
-            write!(s, ", {} skipped", self.skipped).unwrap();
+        for (n, what) in [
+            (self.crashed, "crashed"),
+            (self.skipped, "skipped"),
+            (self.not_run, "not run"),
+        ] {
+            if n > 0 {
+                write!(s, ", {n} {what}").unwrap();
+            }
         }
         s
+    }
+}
+
+/// Diagnostic lines: a message's ` | `-separated parts, one per line.
+fn diagnostics(out: &mut String, message: &str) {
+    for part in message.split(" | ") {
+        writeln!(out, "# {part}").unwrap();
     }
 }
 
@@ -70,11 +101,11 @@ pub fn ktap(run: &KernelRun) -> String {
         let n = i + 1;
         match r.status {
             Status::Pass => writeln!(out, "ok {n} {}", r.name).unwrap(),
-            Status::Skip => writeln!(out, "ok {n} {} # SKIP {}", r.name, r.message).unwrap(),
-            Status::Fail => {
-                for part in r.message.split(" | ") {
-                    writeln!(out, "# {part}").unwrap();
-                }
+            Status::Skip | Status::NotRun => {
+                writeln!(out, "ok {n} {} # SKIP {}", r.name, r.message).unwrap()
+            }
+            Status::Fail | Status::Crashed => {
+                diagnostics(&mut out, &r.message);
                 writeln!(out, "not ok {n} {}", r.name).unwrap();
             }
         }
@@ -82,52 +113,51 @@ pub fn ktap(run: &KernelRun) -> String {
     out
 }
 
+fn junit_case(out: &mut String, kernel: &str, r: &TestResult) {
+    let head = format!(
+        "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
+        xml(kernel),
+        xml(&r.name),
+        r.millis as f64 / 1000.0
+    );
+    let first = xml(r.message.split(" | ").next().unwrap_or(""));
+    let body = xml(&r.message.replace(" | ", "\n"));
+    let inner = match r.status {
+        Status::Pass => return writeln!(out, "{head}/>").unwrap(),
+        Status::Skip | Status::NotRun => format!("<skipped message=\"{}\"/>", xml(&r.message)),
+        Status::Fail => format!("<failure message=\"{first}\">{body}</failure>"),
+        Status::Crashed => format!("<error message=\"{first}\">{body}</error>"),
+    };
+    writeln!(out, "{head}>\n      {inner}\n    </testcase>").unwrap();
+}
+
 pub fn junit(runs: &[KernelRun]) -> String {
     let total = Counts::total(runs);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     writeln!(
         out,
-        "<testsuites name=\"bpflab vmtest\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
-        total.passed + total.failed + total.skipped,
+        "<testsuites name=\"bpflab vmtest\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
+        total.all(),
         total.failed,
-        total.skipped
+        total.crashed,
+        total.skipped + total.not_run
     )
     .unwrap();
     for run in runs {
         let c = Counts::of(&run.results);
         writeln!(
             out,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
             xml(&run.kernel),
             run.results.len(),
             c.failed,
-            c.skipped,
+            c.crashed,
+            c.skipped + c.not_run,
             run.seconds
         )
         .unwrap();
         for r in &run.results {
-            let head = format!(
-                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
-                xml(&run.kernel),
-                xml(&r.name),
-                r.millis as f64 / 1000.0
-            );
-            match r.status {
-                Status::Pass => writeln!(out, "{head}/>").unwrap(),
-                Status::Skip => writeln!(
-                    out,
-                    "{head}>\n      <skipped message=\"{}\"/>\n    </testcase>",
-                    xml(&r.message)
-                )
-                .unwrap(),
-                Status::Fail => writeln!(
-                    out,
-                    "{head}>\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
-                    xml(r.message.split(" | ").next().unwrap_or("")),
-                    xml(&r.message.replace(" | ", "\n"))
-                )
-                .unwrap(),
-            }
+            junit_case(&mut out, &run.kernel, r);
         }
         out.push_str("  </testsuite>\n");
     }
@@ -181,12 +211,62 @@ mod tests {
         assert_eq!(
             Counts {
                 passed: 5,
-                failed: 0,
-                skipped: 0
+                ..Counts::default()
             }
             .closing_line(),
             "5 passed, 0 failed"
         );
+        let crash = Counts {
+            passed: 15,
+            failed: 2,
+            crashed: 1,
+            not_run: 21,
+            ..Counts::default()
+        };
+        assert_eq!(
+            crash.closing_line(),
+            "15 passed, 2 failed, 1 crashed, 21 not run"
+        );
+        assert!(crash.bad());
+    }
+
+    fn crashed_run() -> KernelRun {
+        let mut k = run();
+        k.results.push(TestResult {
+            name: "t28_d".into(),
+            status: Status::Crashed,
+            millis: 0,
+            message:
+                "the kernel panicked: Kernel panic - not syncing: dumptest | first splat: BUG: x"
+                    .into(),
+        });
+        k.results.push(TestResult {
+            name: "t28_e".into(),
+            status: Status::NotRun,
+            millis: 0,
+            message: "not run: the guest died during t28_d".into(),
+        });
+        k
+    }
+
+    #[test]
+    fn crashed_and_not_run_tests_are_reported() {
+        let k = ktap(&crashed_run());
+        let lines: Vec<&str> = k.lines().collect();
+        assert!(lines.contains(&"# the kernel panicked: Kernel panic - not syncing: dumptest"));
+        assert!(lines.contains(&"# first splat: BUG: x"));
+        assert!(lines.contains(&"not ok 4 t28_d"));
+        assert!(lines.contains(&"ok 5 t28_e # SKIP not run: the guest died during t28_d"));
+        let j = junit(&[crashed_run()]);
+        assert!(
+            j.contains("tests=\"5\" failures=\"1\" errors=\"1\" skipped=\"2\""),
+            "{j}"
+        );
+        assert!(j.contains(
+            "<error message=\"the kernel panicked: Kernel panic - not syncing: dumptest\">"
+        ));
+        assert!(j.contains("<skipped message=\"not run: the guest died during t28_d\"/>"));
+        assert_eq!(j.matches("<testcase ").count(), 5);
     }
 
     #[test]
@@ -206,7 +286,7 @@ mod tests {
     fn junit_is_escaped_and_counted() {
         let j = junit(&[run()]);
         assert!(j.contains(
-            "<testsuites name=\"bpflab vmtest\" tests=\"3\" failures=\"1\" skipped=\"1\">"
+            "<testsuites name=\"bpflab vmtest\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\">"
         ));
         assert!(j.contains("<testcase classname=\"patched\" name=\"t01_a\" time=\"1.500\"/>"));
         assert!(j.contains("<failure message=\"rss &lt;3&gt; &amp; &quot;x&quot;\">"));

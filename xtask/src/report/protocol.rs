@@ -1,14 +1,19 @@
-//! The results channel (the guest's ttyS1): `BPFLAB-PLAN`, `BPFLAB-RESULT`,
-//! `BPFLAB-VERDICT` and `BPFLAB-BENCH` lines, parsed into a report that is
-//! either consistent or an error.
+//! Reading the results channel: the plan, each test's start and result,
+//! the benchmark records and the verdict, as `guest_common::protocol`
+//! defines them.
 
 use anyhow::{bail, Result};
+use guest_common::protocol::{self as wire, ResultWord};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Pass,
     Fail,
     Skip,
+    /// The kernel died (or the guest stopped responding) during this test.
+    Crashed,
+    /// Never reached: the runner stopped early, or the guest died first.
+    NotRun,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -26,103 +31,106 @@ pub enum Verdict {
     Error,
 }
 
+/// Everything the guest said on the results channel, before any judgement
+/// of whether the run was complete.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Transcript {
+    /// How many tests were announced (None: no plan line).
+    pub planned: Option<usize>,
+    /// Their names, in order, where the plan line gave them.
+    pub plan: Vec<String>,
+    /// Tests that started, in order.
+    pub started: Vec<String>,
+    pub results: Vec<TestResult>,
+    pub verdicts: Vec<(Verdict, String)>,
+    /// `BPFLAB-BENCH` payloads, unparsed.
+    pub bench: Vec<String>,
+}
+
+impl Transcript {
+    /// The test that started but never reported: what was running when
+    /// the guest died.
+    pub fn running(&self) -> Option<&str> {
+        let last = self.started.last()?;
+        (!self.results.iter().any(|r| &r.name == last)).then_some(last.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct GuestReport {
     pub results: Vec<TestResult>,
     pub verdict: Verdict,
     pub verdict_detail: String,
-    /// `BPFLAB-BENCH` payloads, unparsed.
     pub bench: Vec<String>,
 }
 
-/// Parses the results channel. Exactly one verdict is required; a
-/// missing or doubled verdict, a malformed line, a duplicate test, or a
-/// plan that the results do not match means the guest run cannot be
-/// trusted, and is an error.
-pub fn parse_results(text: &str) -> Result<GuestReport> {
-    let mut plan = None;
-    let mut results: Vec<TestResult> = Vec::new();
-    let mut verdicts = Vec::new();
-    let mut bench = Vec::new();
+/// Reads the channel line by line. Only what cannot be trusted even in a
+/// cut-off run is an error: a malformed line, a test reported twice, a
+/// second plan.
+pub fn read_transcript(text: &str) -> Result<Transcript> {
+    let mut t = Transcript::default();
     for raw in text.lines() {
         let line = raw.trim_end_matches('\r');
-        let Some((tag, rest)) = line.split_once(' ') else {
-            if line.starts_with("BPFLAB-") {
-                bail!("malformed results line: {line:?}");
-            }
+        if !line.starts_with(wire::LINE_PREFIX) {
             continue;
-        };
+        }
+        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
         match tag {
-            "BPFLAB-PLAN" => {
-                let n: usize = rest
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("malformed plan line: {line:?}"))?;
-                if plan.replace(n).is_some() {
+            wire::PLAN => {
+                let (n, names) = parse_plan(rest)
+                    .ok_or_else(|| anyhow::anyhow!("malformed plan line: {line:?}"))?;
+                if t.planned.replace(n).is_some() {
                     bail!("the guest announced its test plan twice");
                 }
+                t.plan = names;
             }
-            "BPFLAB-RESULT" => {
+            wire::START if !rest.is_empty() => t.started.push(rest.trim().to_string()),
+            wire::RESULT => {
                 let r = parse_result(rest)
                     .ok_or_else(|| anyhow::anyhow!("malformed result line: {line:?}"))?;
-                if results.iter().any(|x| x.name == r.name) {
+                if t.results.iter().any(|x| x.name == r.name) {
                     bail!("test {} reported twice", r.name);
                 }
-                results.push(r);
+                t.results.push(r);
             }
-            "BPFLAB-VERDICT" => {
-                let (word, detail) = rest.split_once(' ').unwrap_or((rest, ""));
-                let v = match word {
-                    "pass" => Verdict::Pass,
-                    "fail" => Verdict::Fail,
-                    "error" => Verdict::Error,
-                    _ => bail!("malformed verdict line: {line:?}"),
-                };
-                verdicts.push((v, detail.trim().to_string()));
-            }
-            "BPFLAB-BENCH" => bench.push(rest.to_string()),
-            t if t.starts_with("BPFLAB-") => bail!("unknown results line: {line:?}"),
-            _ => {}
+            wire::VERDICT => t.verdicts.push(
+                parse_verdict(rest)
+                    .ok_or_else(|| anyhow::anyhow!("malformed verdict line: {line:?}"))?,
+            ),
+            wire::BENCH => t.bench.push(rest.to_string()),
+            _ => bail!("unknown or malformed results line: {line:?}"),
         }
     }
-    let (verdict, verdict_detail) = match verdicts.len() {
-        0 => bail!("the guest gave no verdict (it died, hung or was cut off before the end)"),
-        1 => verdicts.remove(0),
-        n => bail!("the guest gave {n} verdicts instead of one"),
+    Ok(t)
+}
+
+/// `<n> [names...]`: the count must match the names when they are given.
+fn parse_plan(rest: &str) -> Option<(usize, Vec<String>)> {
+    let mut words = rest.split_whitespace();
+    let n: usize = words.next()?.parse().ok()?;
+    let names: Vec<String> = words.map(str::to_string).collect();
+    (names.is_empty() || names.len() == n).then_some((n, names))
+}
+
+fn parse_verdict(rest: &str) -> Option<(Verdict, String)> {
+    let (word, detail) = rest.split_once(' ').unwrap_or((rest, ""));
+    let v = match word {
+        "pass" => Verdict::Pass,
+        "fail" => Verdict::Fail,
+        "error" => Verdict::Error,
+        _ => return None,
     };
-    // Test runs announce a plan; a benchmark sends records instead.
-    if matches!(verdict, Verdict::Pass | Verdict::Fail) && bench.is_empty() {
-        match plan {
-            None => bail!("the guest reported tests without announcing a plan"),
-            Some(n) if n != results.len() => {
-                bail!("the guest planned {n} tests but reported {}", results.len())
-            }
-            Some(_) => {}
-        }
-    }
-    let any_failed = results.iter().any(|r| r.status == Status::Fail);
-    if verdict == Verdict::Pass && any_failed {
-        bail!("the guest's verdict is pass but some tests failed");
-    }
-    if verdict == Verdict::Fail && !any_failed && bench.is_empty() {
-        bail!("the guest's verdict is fail but no test failed ({verdict_detail})");
-    }
-    Ok(GuestReport {
-        results,
-        verdict,
-        verdict_detail,
-        bench,
-    })
+    Some((v, detail.trim().to_string()))
 }
 
 fn parse_result(rest: &str) -> Option<TestResult> {
     let mut parts = rest.splitn(4, ' ');
     let name = parts.next()?.to_string();
-    let status = match parts.next()? {
-        "pass" => Status::Pass,
-        "fail" => Status::Fail,
-        "skip" => Status::Skip,
-        _ => return None,
+    let status = match ResultWord::parse(parts.next()?)? {
+        ResultWord::Pass => Status::Pass,
+        ResultWord::Fail => Status::Fail,
+        ResultWord::Skip => Status::Skip,
+        ResultWord::NotRun => Status::NotRun,
     };
     let millis = parts.next()?.parse().ok()?;
     let message = parts.next().unwrap_or("").trim().to_string();
@@ -134,6 +142,103 @@ fn parse_result(rest: &str) -> Option<TestResult> {
         status,
         millis,
         message,
+    })
+}
+
+/// A complete run: exactly one verdict, and for a test run a plan that
+/// the results match. Anything else means the guest was cut off or
+/// confused, and is an error.
+pub fn parse_results(text: &str) -> Result<GuestReport> {
+    let t = read_transcript(text)?;
+    complete(t)
+}
+
+/// How a guest run that did not end by itself died, for the report.
+#[derive(Debug, Clone)]
+pub struct Death {
+    /// One line: "the kernel panicked: ..." or "the guest stopped responding ...".
+    pub cause: String,
+    /// The first kernel splat on the console since the running test started.
+    pub first_splat: Option<String>,
+    /// The last console lines.
+    pub excerpt: Vec<String>,
+}
+
+/// The results of a run the guest did not finish: every result that
+/// arrived is kept, the test that was running is marked crashed with the
+/// cause, the first splat and the console excerpt, and every planned test
+/// never reached is listed as not run. None when the guest died before it
+/// announced its plan (nothing to keep).
+pub fn salvage(t: &Transcript, death: &Death) -> Option<Vec<TestResult>> {
+    t.planned?;
+    let plan = &t.plan;
+    let running = t.running().map(str::to_string);
+    let mut results = t.results.clone();
+    if let Some(name) = &running {
+        let mut message = death.cause.clone();
+        if let Some(splat) = &death.first_splat {
+            message += &format!(" | first splat: {}", splat.trim());
+        }
+        for line in &death.excerpt {
+            message += &format!(" | {}", line.trim_end());
+        }
+        results.push(TestResult {
+            name: name.clone(),
+            status: Status::Crashed,
+            millis: 0,
+            message,
+        });
+    }
+    let why = match &running {
+        Some(name) => format!("not run: the guest died during {name}"),
+        None => "not run: the guest died before reaching it".to_string(),
+    };
+    for name in plan {
+        if !results.iter().any(|r| &r.name == name) {
+            results.push(TestResult {
+                name: name.clone(),
+                status: Status::NotRun,
+                millis: 0,
+                message: why.clone(),
+            });
+        }
+    }
+    let order = |r: &TestResult| plan.iter().position(|n| *n == r.name).unwrap_or(usize::MAX);
+    results.sort_by_key(order);
+    Some(results)
+}
+
+fn complete(mut t: Transcript) -> Result<GuestReport> {
+    let (verdict, verdict_detail) = match t.verdicts.len() {
+        0 => bail!("the guest gave no verdict (it died, hung or was cut off before the end)"),
+        1 => t.verdicts.remove(0),
+        n => bail!("the guest gave {n} verdicts instead of one"),
+    };
+    // Test runs announce a plan; a benchmark sends records instead.
+    if matches!(verdict, Verdict::Pass | Verdict::Fail) && t.bench.is_empty() {
+        match t.planned {
+            None => bail!("the guest reported tests without announcing a plan"),
+            Some(n) if n != t.results.len() => {
+                bail!(
+                    "the guest planned {n} tests but reported {}",
+                    t.results.len()
+                )
+            }
+            Some(_) => {}
+        }
+    }
+    let any_failed = t.results.iter().any(|r| r.status == Status::Fail);
+    if verdict == Verdict::Pass && any_failed {
+        bail!("the guest's verdict is pass but some tests failed");
+    }
+    if verdict == Verdict::Fail && !any_failed && t.bench.is_empty() {
+        bail!("the guest's verdict is fail but no test failed ({verdict_detail})");
+    }
+    Ok(GuestReport {
+        results: t.results,
+        verdict,
+        verdict_detail,
+        bench: t.bench,
     })
 }
 
@@ -189,6 +294,76 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("malformed"));
+    }
+
+    const CUT: &str = "BPFLAB-PLAN 4 t01_a t02_b t03_c t04_d\nBPFLAB-START t01_a\nBPFLAB-RESULT t01_a pass 5\nBPFLAB-START t02_b\nBPFLAB-RESULT t02_b fail 9 expected 0 | got 1\nBPFLAB-START t03_c\n";
+
+    fn death() -> Death {
+        Death {
+            cause: "the kernel panicked: Kernel panic - not syncing: dumptest".into(),
+            first_splat: Some("[   9.000001] BUG: unable to handle page fault".into()),
+            excerpt: vec!["[   9.100000] Call Trace:".into()],
+        }
+    }
+
+    #[test]
+    fn a_cut_off_transcript_names_the_running_test() {
+        let t = read_transcript(CUT).unwrap();
+        assert_eq!((t.planned, t.plan.len()), (Some(4), 4));
+        assert_eq!(t.started, ["t01_a", "t02_b", "t03_c"]);
+        assert_eq!(t.running(), Some("t03_c"));
+        assert!(parse_results(CUT)
+            .unwrap_err()
+            .to_string()
+            .contains("no verdict"));
+    }
+
+    #[test]
+    fn salvage_keeps_results_marks_the_crash_and_lists_the_rest() {
+        let t = read_transcript(CUT).unwrap();
+        let r = salvage(&t, &death()).unwrap();
+        let got: Vec<(&str, Status)> = r.iter().map(|r| (r.name.as_str(), r.status)).collect();
+        assert_eq!(
+            got,
+            [
+                ("t01_a", Status::Pass),
+                ("t02_b", Status::Fail),
+                ("t03_c", Status::Crashed),
+                ("t04_d", Status::NotRun)
+            ]
+        );
+        assert!(
+            r[2].message
+                .starts_with("the kernel panicked: Kernel panic"),
+            "{}",
+            r[2].message
+        );
+        assert!(r[2]
+            .message
+            .contains("first splat: [   9.000001] BUG: unable to handle"));
+        assert!(r[2].message.contains("Call Trace:"));
+        assert_eq!(r[3].message, "not run: the guest died during t03_c");
+    }
+
+    #[test]
+    fn salvage_needs_a_plan_and_a_finished_run_has_no_crash() {
+        assert_eq!(salvage(&read_transcript("").unwrap(), &death()), None);
+        let all = "BPFLAB-PLAN 1 t01_a\nBPFLAB-START t01_a\nBPFLAB-RESULT t01_a pass 5\n";
+        let r = salvage(&read_transcript(all).unwrap(), &death()).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].status, Status::Pass);
+    }
+
+    #[test]
+    fn not_run_results_and_named_plans() {
+        let text = "BPFLAB-PLAN 2 t01_a t02_b\nBPFLAB-RESULT t01_a fail 3 x\nBPFLAB-RESULT t02_b notrun 0 the runner stopped\nBPFLAB-VERDICT fail exit=1\n";
+        let r = parse_results(text).unwrap();
+        assert_eq!(r.results[1].status, Status::NotRun);
+        assert!(
+            read_transcript("BPFLAB-PLAN 3 t01_a\n").is_err(),
+            "count and names disagree"
+        );
+        assert!(read_transcript("BPFLAB-START\n").is_err());
     }
 
     #[test]

@@ -1,31 +1,11 @@
-//! Reading the guest's console: kernel splats and panics, and the
+//! Reading the guest's console: kernel splats and panics (by the list the
+//! guest's own per-test kmsg scan uses, `guest_common::splat`), and the
 //! allowlist of lines known to be benign.
 
 use std::sync::OnceLock;
 
+use guest_common::splat;
 use regex::Regex;
-
-/// Substrings of kernel messages that mean the kernel misbehaved.
-const SPLATS: &[&str] = &[
-    "Kernel panic",
-    "Oops:",
-    "BUG:",
-    "kernel BUG at",
-    "KASAN:",
-    "UBSAN:",
-    "possible circular locking dependency",
-    "possible recursive locking",
-    "inconsistent lock state",
-    "suspicious RCU usage",
-    "detected stall",
-    "self-detected stall",
-    "Bad page",
-    "general protection fault",
-    "blocked for more than",
-    "soft lockup",
-    "hard LOCKUP",
-    "page_table_check",
-];
 
 /// The text of a kernel message in a console line, if the line has one: a
 /// printk timestamp "[    1.234567] " anywhere (user output may precede it
@@ -42,16 +22,11 @@ pub fn is_splat(line: &str, allowlist: &[String]) -> bool {
     let Some(msg) = kernel_message(line) else {
         return false;
     };
-    // WARN() and lockdep reports start the message with "WARNING:"; boot
-    // advisories such as "Speculative Return Stack Overflow: WARNING: ..."
-    // only contain it.
-    let warning = msg.starts_with("WARNING:");
-    (warning || SPLATS.iter().any(|s| msg.contains(s)))
-        && !allowlist.iter().any(|a| line.contains(a.as_str()))
+    splat::is_splat(msg) && !allowlist.iter().any(|a| line.contains(a.as_str()))
 }
 
 pub fn is_panic(line: &str) -> bool {
-    kernel_message(line).is_some_and(|m| m.contains("Kernel panic - not syncing"))
+    kernel_message(line).is_some_and(splat::is_panic)
 }
 
 /// Parses the allowlist file: one substring per line, `#` comments.
@@ -108,6 +83,20 @@ mod tests {
             "[    0.814099] rcu: \tRCU lockdep checking is enabled.",
             &[]
         ));
+    }
+
+    /// Host and guest judge kernel messages by one list: every pattern the
+    /// guest's kmsg scan knows is also caught on the console.
+    #[test]
+    fn the_console_watch_knows_every_pattern_of_the_guest() {
+        for p in splat::CONTAINS {
+            let line = format!("[   42.000001] something {p} happened");
+            assert!(is_splat(&line, &[]), "{line}");
+        }
+        for p in splat::LEADING {
+            let line = format!("[   42.000001] {p} CPU: 0 PID: 1 at x");
+            assert!(is_splat(&line, &[]), "{line}");
+        }
     }
 
     #[test]

@@ -31,8 +31,7 @@ fn log_cap() -> u64 {
 const TAIL_LINES: usize = 40;
 /// A console line longer than this is split (a flood without newlines).
 const MAX_LINE: usize = 4096;
-/// What /init prints when it hands over to the test program.
-pub const BOOTED_MARKER: &str = "bpflab-init: starting";
+use guest_common::protocol::{BOOT_MARKER, START};
 
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -58,6 +57,10 @@ pub struct VmOutcome {
     pub console_log: PathBuf,
     pub tail: Vec<String>,
     pub splats: Vec<String>,
+    /// The first splat since the last test started (its `BPFLAB-START`
+    /// line, echoed on the console), or since boot: the likely culprit
+    /// when the kernel dies during a test.
+    pub first_splat_in_test: Option<String>,
     pub panic: Option<String>,
     /// Host seconds from QEMU start to /init starting the tests.
     pub boot_secs: Option<f64>,
@@ -117,6 +120,7 @@ pub fn run(
         log: BoundedLog::create(console_log, log_cap())?,
         tail: VecDeque::new(),
         splats: Vec::new(),
+        first_splat_in_test: None,
         panic: None,
         boot_secs: None,
         qemu_stderr: Vec::new(),
@@ -139,6 +143,7 @@ pub fn run(
         console_log: console_log.to_path_buf(),
         tail: watch.tail.into_iter().collect(),
         splats: watch.splats,
+        first_splat_in_test: watch.first_splat_in_test,
         panic: watch.panic,
         boot_secs: watch.boot_secs,
         elapsed: started.elapsed(),
@@ -151,6 +156,7 @@ struct Watcher<'a> {
     log: BoundedLog,
     tail: VecDeque<String>,
     splats: Vec<String>,
+    first_splat_in_test: Option<String>,
     panic: Option<String>,
     boot_secs: Option<f64>,
     qemu_stderr: Vec<String>,
@@ -196,10 +202,14 @@ impl Watcher<'_> {
             Line::Console(l) => {
                 self.console_lines += 1;
                 self.log.write_line(&l)?;
-                if self.boot_secs.is_none() && l.contains(BOOTED_MARKER) {
+                if self.boot_secs.is_none() && l.contains(BOOT_MARKER) {
                     self.boot_secs = Some(self.started.elapsed().as_secs_f64());
                 }
+                if l.contains(START) {
+                    self.first_splat_in_test = None;
+                }
                 if console::is_splat(&l, self.allowlist) {
+                    self.first_splat_in_test.get_or_insert_with(|| l.clone());
                     if self.panic.is_none() && console::is_panic(&l) {
                         self.panic = Some(l.clone());
                     }

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use guest_common::protocol::{param, Inject, Program};
+
 use crate::kernel::Flavor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,13 +33,12 @@ impl Accel {
 /// What the guest runs: `bpflab.*` parameters read by /init.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCommand {
-    /// "selftests" or "bench".
-    pub program: String,
+    pub program: Program,
     /// Which side of P/U the tests assert; the guest reads its name.
     pub flavor: Flavor,
     pub args: Vec<String>,
-    /// Harness self-tests only: "panic", "warn" or "hang".
-    pub inject: Option<String>,
+    /// Harness self-tests only: a failure /init provokes.
+    pub inject: Option<Inject>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,13 +97,13 @@ pub fn kernel_cmdline(cfg: &VmConfig) -> String {
     if cfg.numa_nodes > 1 {
         parts.push(format!("numa=fake={}", cfg.numa_nodes));
     }
-    parts.push(format!("bpflab.run={}", cfg.guest.program));
-    parts.push(format!("bpflab.kernel={}", cfg.guest.flavor.name()));
+    parts.push(format!("{}={}", param::RUN, cfg.guest.program.name()));
+    parts.push(format!("{}={}", param::KERNEL, cfg.guest.flavor.name()));
     if !cfg.guest.args.is_empty() {
-        parts.push(format!("bpflab.args={}", cfg.guest.args.join(",")));
+        parts.push(format!("{}={}", param::ARGS, cfg.guest.args.join(",")));
     }
-    if let Some(inject) = &cfg.guest.inject {
-        parts.push(format!("bpflab.inject={inject}"));
+    if let Some(inject) = cfg.guest.inject {
+        parts.push(format!("{}={}", param::INJECT, inject.name()));
     }
     parts.join(" ")
 }
@@ -173,7 +174,7 @@ mod tests {
             Path::new("/i/initramfs.cpio"),
             Path::new("/r/results.txt"),
             GuestCommand {
-                program: "selftests".into(),
+                program: Program::Selftests,
                 flavor: Flavor::Patched,
                 args: vec!["t14".into(), "t02".into()],
                 inject: None,
@@ -228,7 +229,7 @@ mod tests {
             "console=ttyS0 panic=-1 rdinit=/init numa=fake=2 bpflab.run=selftests bpflab.kernel=patched bpflab.args=t14,t02"
         );
         c.guest.args.clear();
-        c.guest.inject = Some("panic".into());
+        c.guest.inject = Some(Inject::Panic);
         c.numa_nodes = 1;
         let line = kernel_cmdline(&c);
         assert!(

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use guest_common::protocol::{Inject, Program};
 
 use super::console;
 use super::guest_image;
@@ -14,7 +15,7 @@ use super::process::{self, Limits, VmEnd, VmOutcome};
 use super::qemu::{self, Accel, AccelChoice, GuestCommand, VmConfig};
 use crate::cli::{SourceArgs, VmArgs};
 use crate::kernel::{self, Flavor, KernelSpec};
-use crate::report::protocol::{self, GuestReport, Status, TestResult, Verdict};
+use crate::report::protocol::{self, Death, GuestReport, Status, TestResult, Verdict};
 use crate::{hostdeps, project};
 
 /// A kernel ready to boot.
@@ -29,9 +30,14 @@ pub struct Target {
 
 impl Target {
     /// What the guest runs on this kernel.
-    pub fn guest(&self, program: &str, args: Vec<String>, inject: Option<String>) -> GuestCommand {
+    pub fn guest(
+        &self,
+        program: Program,
+        args: Vec<String>,
+        inject: Option<Inject>,
+    ) -> GuestCommand {
         GuestCommand {
-            program: program.into(),
+            program,
             flavor: self.flavor,
             args,
             inject,
@@ -183,11 +189,13 @@ impl AccelPicker {
     }
 }
 
-/// A guest run that produced a trustworthy report.
+/// A guest run that produced a report: complete, or what was kept of a
+/// run the VM did not finish (then `vm_failure` says why).
 pub struct GuestRun {
     pub accel: Accel,
     pub report: GuestReport,
     pub outcome: VmOutcome,
+    pub vm_failure: Option<String>,
 }
 
 impl Session {
@@ -225,18 +233,23 @@ impl Session {
                 bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
             }
             let text = fs::read_to_string(&results).unwrap_or_default();
-            let report = judge(&outcome, &text, &limits)?;
+            let judged = judge(&outcome, &text, &limits)?;
             return Ok(GuestRun {
                 accel,
-                report,
+                report: judged.report,
                 outcome,
+                vm_failure: judged.vm_failure,
             });
         }
     }
 }
 
+/// How much slower a debug kernel (KASAN, lockdep, ...) runs: its boot,
+/// overall and per-test limits are this much longer.
+pub const DEBUG_SLOWDOWN: u32 = 3;
+
 fn limits(accel: Accel, debug: bool, timeout: Option<u64>) -> Limits {
-    let slow = if debug { 3 } else { 1 };
+    let slow = if debug { u64::from(DEBUG_SLOWDOWN) } else { 1 };
     let (boot, overall) = match accel {
         Accel::Kvm => (30, 600),
         Accel::Tcg => (60, 900),
@@ -247,55 +260,96 @@ fn limits(accel: Accel, debug: bool, timeout: Option<u64>) -> Limits {
     }
 }
 
-/// Decides whether the VM did its job, in order of what explains the most:
-/// a panic, a timeout, then the results channel's own consistency.
-pub fn judge(outcome: &VmOutcome, results: &str, limits: &Limits) -> Result<GuestReport> {
-    let tail = || {
-        let lines = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
-        format!("last console lines:\n    {}", lines.join("\n    "))
-    };
-    let log = outcome.console_log.display();
+/// A judged guest run: its report, and why the VM failed its job if it
+/// did (the report then holds what could be kept).
+#[derive(Debug)]
+pub struct Judged {
+    pub report: GuestReport,
+    pub vm_failure: Option<String>,
+}
+
+/// Why the VM did not finish by itself, in order of what explains the
+/// most: a panic, then a timeout.
+fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
     if let Some(panic) = &outcome.panic {
-        bail!(
-            "the kernel panicked: {} (console: {log})\n{}",
-            panic.trim(),
-            tail()
-        );
+        return Some(format!("the kernel panicked: {}", panic.trim()));
     }
     match &outcome.end {
-        VmEnd::BootTimeout => bail!(
-            "the guest did not reach /init within {:?}; QEMU was killed (console: {log})\n{}",
-            limits.boot,
-            tail()
-        ),
-        VmEnd::Timeout => bail!(
-            "the guest hung: no end within {:?}; QEMU was killed (console: {log})\n{}",
-            limits.overall,
-            tail()
-        ),
-        VmEnd::KvmFailure(line) => bail!("KVM failed: {line}"),
-        VmEnd::Exited { .. } => {}
+        VmEnd::BootTimeout => Some(format!(
+            "the guest did not reach /init within {:?}; QEMU was killed",
+            limits.boot
+        )),
+        VmEnd::Timeout => Some(format!(
+            "the guest hung: no end within {:?}; QEMU was killed",
+            limits.overall
+        )),
+        VmEnd::KvmFailure(line) => Some(format!("KVM failed: {line}")),
+        VmEnd::Exited { .. } => None,
     }
-    let report = protocol::parse_results(results).map_err(|err| {
-        let mut stderr = String::new();
-        if let VmEnd::Exited { code: Some(code) } = outcome.end {
-            if code != 0 {
-                stderr = format!("\nQEMU exited with status {code}");
+}
+
+/// What QEMU itself said, for a run that ended without a verdict.
+fn qemu_said(outcome: &VmOutcome) -> String {
+    let mut said = String::new();
+    if let VmEnd::Exited { code: Some(code) } = outcome.end {
+        if code != 0 {
+            said = format!("; QEMU exited with status {code}");
+        }
+    }
+    if !outcome.qemu_stderr.is_empty() {
+        said += &format!("; QEMU said: {}", outcome.qemu_stderr.join(" / "));
+    }
+    said
+}
+
+/// Decides whether the VM did its job. When it did not (a panic, a
+/// timeout, a missing verdict, a program that could not run), every
+/// result that arrived is kept, the test that was running is marked
+/// crashed and the rest not run, as far as the guest announced its plan;
+/// with no plan there is nothing to keep and the run is an error.
+pub fn judge(outcome: &VmOutcome, results: &str, limits: &Limits) -> Result<Judged> {
+    let failure = match vm_death(outcome, limits) {
+        Some(death) => death,
+        None => match protocol::parse_results(results) {
+            Ok(report) if report.verdict == Verdict::Error => format!(
+                "the guest could not run its program: {}",
+                report.verdict_detail
+            ),
+            Ok(report) => {
+                return Ok(Judged {
+                    report,
+                    vm_failure: None,
+                })
             }
-        }
-        if !outcome.qemu_stderr.is_empty() {
-            stderr += &format!("\nQEMU said: {}", outcome.qemu_stderr.join(" / "));
-        }
-        anyhow::anyhow!("{err} (console: {log}){stderr}\n{}", tail())
-    })?;
-    if report.verdict == Verdict::Error {
-        bail!(
-            "the guest could not run its program: {} (console: {log})\n{}",
-            report.verdict_detail,
-            tail()
-        );
-    }
-    Ok(report)
+            Err(err) => format!("{err}{}", qemu_said(outcome)),
+        },
+    };
+    let tail = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
+    let explained = format!(
+        "{failure} (console: {})\nlast console lines:\n    {}",
+        outcome.console_log.display(),
+        tail.join("\n    ")
+    );
+    let death = Death {
+        cause: failure.clone(),
+        first_splat: outcome.first_splat_in_test.clone(),
+        excerpt: tail[tail.len().saturating_sub(8)..].to_vec(),
+    };
+    let Ok(transcript) = protocol::read_transcript(results) else {
+        bail!("{explained}");
+    };
+    let Some(kept) = protocol::salvage(&transcript, &death) else {
+        bail!("{explained}");
+    };
+    Ok(Judged {
+        report: GuestReport {
+            results: kept,
+            verdict: Verdict::Error,
+            verdict_detail: failure,
+            bench: transcript.bench,
+        },
+        vm_failure: Some(explained),
+    })
 }
 
 /// The harness's own T28 check: a clean console, as one more result.
@@ -372,6 +426,7 @@ mod tests {
             console_log: "/tmp/console.log".into(),
             tail: vec!["[    1.0] Run /init as init process".into()],
             splats: vec![],
+            first_splat_in_test: None,
             panic: None,
             boot_secs: Some(1.5),
             elapsed: Duration::from_secs(3),
@@ -384,48 +439,72 @@ mod tests {
     }
 
     const OK: &str = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-VERDICT pass exit=0\n";
+    const CUT: &str = "BPFLAB-PLAN 3 t01_a t02_b t03_c\nBPFLAB-START t01_a\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-START t02_b\n";
+
+    fn err(o: &VmOutcome, text: &str) -> String {
+        format!("{:#}", judge(o, text, &lim()).unwrap_err())
+    }
+
+    fn statuses(j: &Judged) -> Vec<Status> {
+        j.report.results.iter().map(|r| r.status).collect()
+    }
 
     #[test]
     fn a_clean_run_is_judged_complete() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let r = judge(&o, OK, &lim()).unwrap();
-        assert_eq!(r.results.len(), 1);
+        let j = judge(&o, OK, &lim()).unwrap();
+        assert_eq!(j.report.results.len(), 1);
+        assert!(j.vm_failure.is_none());
         assert_eq!(console_check(&o).status, Status::Pass);
     }
 
     #[test]
-    fn panic_wins_over_everything() {
+    fn a_panic_mid_run_keeps_results_and_names_the_test() {
         let mut o = outcome(VmEnd::Exited { code: Some(0) });
         o.panic = Some("[    2.000000] Kernel panic - not syncing: sysrq triggered crash".into());
-        let err = format!("{:#}", judge(&o, OK, &lim()).unwrap_err());
-        assert!(err.contains("panicked") && err.contains("sysrq"), "{err}");
+        o.first_splat_in_test = Some("[    1.900000] BUG: unable to handle page fault".into());
+        let j = judge(&o, CUT, &lim()).unwrap();
+        let why = j.vm_failure.as_deref().unwrap();
+        assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
+        assert_eq!(
+            statuses(&j),
+            [Status::Pass, Status::Crashed, Status::NotRun]
+        );
+        let crashed = &j.report.results[1].message;
+        assert!(
+            crashed.starts_with("the kernel panicked: [    2.000000] Kernel panic"),
+            "{crashed}"
+        );
+        assert!(
+            crashed.contains("first splat: [    1.900000] BUG: unable"),
+            "{crashed}"
+        );
+        // Before any plan there is nothing to keep.
+        assert!(err(&o, "").contains("panicked"));
+    }
+
+    #[test]
+    fn a_hang_mid_run_is_handled_like_a_crash() {
+        let j = judge(&outcome(VmEnd::Timeout), CUT, &lim()).unwrap();
+        assert!(j.vm_failure.as_deref().unwrap().contains("the guest hung"));
+        assert_eq!(
+            statuses(&j),
+            [Status::Pass, Status::Crashed, Status::NotRun]
+        );
+        assert!(j.report.results[2].message.contains("during t02_b"));
     }
 
     #[test]
     fn timeouts_and_missing_verdicts_are_vm_failures() {
-        let err = format!(
-            "{:#}",
-            judge(&outcome(VmEnd::Timeout), OK, &lim()).unwrap_err()
-        );
-        assert!(err.contains("hung"), "{err}");
-        let err = format!(
-            "{:#}",
-            judge(&outcome(VmEnd::BootTimeout), "", &lim()).unwrap_err()
-        );
-        assert!(err.contains("did not reach /init"), "{err}");
+        assert!(err(&outcome(VmEnd::BootTimeout), "").contains("did not reach /init"));
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let err = format!("{:#}", judge(&o, "BPFLAB-PLAN 1\n", &lim()).unwrap_err());
-        assert!(err.contains("no verdict"), "{err}");
-        let err = format!(
-            "{:#}",
-            judge(
-                &o,
-                "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n",
-                &lim()
-            )
-            .unwrap_err()
-        );
-        assert!(err.contains("could not run its program"), "{err}");
+        assert!(err(&o, "").contains("no verdict"));
+        let j = judge(&o, "BPFLAB-PLAN 1 t01_a\n", &lim()).unwrap();
+        assert!(j.vm_failure.unwrap().contains("no verdict"));
+        assert_eq!(j.report.results[0].status, Status::NotRun);
+        let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
+        assert!(e.contains("could not run its program"), "{e}");
+        assert!(err(&o, "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n").contains("malformed"));
     }
 
     #[test]
