@@ -148,6 +148,163 @@ fn guest_panic_is_a_vm_failure() {
     );
 }
 
+/// The run's report directory, from the `reports: DIR (...)` line.
+fn reports_dir(text: &str) -> PathBuf {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("reports: "))
+        .unwrap_or_else(|| panic!("no reports line in: {text}"));
+    PathBuf::from(line.split(" (").next().unwrap())
+}
+
+/// The counts of the closing line, by word ("passed", "crashed", ...).
+fn closing_counts(text: &str) -> Vec<(String, usize)> {
+    let line = text
+        .lines()
+        .rfind(|l| l.contains(" passed, ") && l.contains(" failed"))
+        .unwrap_or_else(|| panic!("no closing line in: {text}"));
+    line.split(", ")
+        .map(|part| {
+            let (n, word) = part.split_once(' ').unwrap();
+            (word.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+fn count(counts: &[(String, usize)], word: &str) -> usize {
+    counts.iter().find(|(w, _)| w == word).map_or(0, |c| c.1)
+}
+
+/// The tests in plan order, as the selftests binary the xtask packed into
+/// the guest image lists them.
+fn plan() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let bin = root.join("target/guest/x86_64-unknown-linux-gnu/release/selftests");
+    let out = Command::new(&bin)
+        .arg("--list")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Checks the KTAP of a run that died during `culprit`: every test before
+/// it kept its result, the culprit failed with `why`, the rest not run.
+fn assert_died_during(ktap: &str, culprit: &str, why: &str) {
+    let plan = plan();
+    let at = plan.iter().position(|t| t == culprit).unwrap();
+    for (i, name) in plan.iter().enumerate() {
+        let n = i + 1;
+        let want = match i.cmp(&at) {
+            std::cmp::Ordering::Less => format!("ok {n} {name}"),
+            std::cmp::Ordering::Equal => format!("not ok {n} {name}"),
+            std::cmp::Ordering::Greater => {
+                format!("ok {n} {name} # SKIP not run: the guest died during {culprit}")
+            }
+        };
+        assert!(
+            ktap.lines().any(|l| l == want),
+            "no line {want:?} in:\n{ktap}"
+        );
+    }
+    assert!(
+        ktap.contains(why),
+        "the crashed test should say {why:?}:\n{ktap}"
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn kernel_crash_mid_plan_keeps_every_result() {
+    let culprit = "t11_split_middle_page";
+    let (code, text) = run(&[
+        "vmtest",
+        "--kernel",
+        "patched",
+        "--inject",
+        &format!("crash:{culprit}"),
+    ]);
+    assert_eq!(code, VM_FAILED, "{text}");
+    assert!(
+        text.contains(&format!("CRASH {culprit}: the kernel panicked")),
+        "{text}"
+    );
+    let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
+    assert_died_during(&ktap, culprit, "Kernel panic - not syncing");
+    let plan = plan();
+    let before = plan.iter().position(|t| t == culprit).unwrap();
+    let c = closing_counts(&text);
+    assert_eq!(count(&c, "passed"), before, "{text}");
+    assert_eq!(count(&c, "crashed"), 1, "{text}");
+    assert_eq!(count(&c, "not run"), plan.len() - before - 1, "{text}");
+    // The panic is also on the console: the console check fails.
+    assert_eq!(count(&c, "failed"), 1, "{text}");
+    let junit = fs::read_to_string(reports_dir(&text).join("junit.xml")).unwrap();
+    assert!(junit.contains("errors=\"1\""), "{junit}");
+    assert_eq!(junit.matches("<testcase ").count(), plan.len() + 1);
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn guest_that_stops_responding_mid_plan_is_handled_like_a_crash() {
+    let culprit = "t05_prog_and_mapping_coherent";
+    let (code, text) = run(&[
+        "vmtest",
+        "--kernel",
+        "patched",
+        "--accel",
+        "tcg",
+        "--timeout",
+        "40",
+        "--inject",
+        &format!("freeze:{culprit}"),
+    ]);
+    assert_eq!(code, VM_FAILED, "{text}");
+    let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
+    assert_died_during(&ktap, culprit, "the guest hung");
+    assert_eq!(count(&closing_counts(&text), "crashed"), 1, "{text}");
+    assert!(
+        qemu_pids(&format!("freeze:{culprit}")).is_empty(),
+        "QEMU left running"
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_hanging_test_costs_its_own_timeout_and_fail_fast_stops_the_run() {
+    let culprit = "t04_syscall_and_mapping_coherent";
+    let (code, text) = run(&[
+        "vmtest",
+        "--kernel",
+        "patched",
+        "--fail-fast",
+        "--inject",
+        &format!("stall:{culprit}"),
+    ]);
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert!(
+        text.contains(&format!("FAIL {culprit}: timeout: killed after")),
+        "{text}"
+    );
+    let plan = plan();
+    let at = plan.iter().position(|t| t == culprit).unwrap();
+    let c = closing_counts(&text);
+    assert_eq!(
+        count(&c, "passed"),
+        at + 1,
+        "the tests before and the console check: {text}"
+    );
+    assert_eq!(count(&c, "failed"), 1, "{text}");
+    assert_eq!(count(&c, "not run"), plan.len() - at - 1, "{text}");
+    let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
+    assert!(
+        ktap.contains("# SKIP the runner stopped after 1 failure(s)"),
+        "{ktap}"
+    );
+}
+
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn hung_guest_is_killed_at_the_timeout() {
