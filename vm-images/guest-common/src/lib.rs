@@ -6,6 +6,7 @@
 //! list of kernel splats ([`splat`]).
 
 pub mod bpf;
+pub mod cmdline;
 pub mod panic;
 pub mod port;
 pub mod proc;

@@ -13,8 +13,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::panic;
 use std::process::Command;
 
-use cmdline::{Config, Inject};
+use guest_common::cmdline::{self as kernel_cmdline, GuestCommand as Config};
 use guest_common::panic_text;
+use guest_common::protocol::Inject;
 use verdict::{Exit, Verdict};
 
 /// The second serial port carries machine-readable results to the host; the
@@ -103,14 +104,14 @@ fn mount_all() -> Result<(), String> {
 fn read_config() -> Result<Config, String> {
     let text = std::fs::read_to_string("/proc/cmdline")
         .map_err(|e| sys::describe("read /proc/cmdline", &e))?;
-    let config = cmdline::parse(&text).map_err(|e| {
+    let parsed = kernel_cmdline::parse(&text).map_err(|e| {
         say(&format!("error: kernel command line: {e}"));
         format!("cmdline: {e}")
     })?;
-    for w in &config.warnings {
+    for w in &parsed.warnings {
         say(&format!("warning: {w}"));
     }
-    Ok(config)
+    Ok(parsed.command)
 }
 
 /// Crashes the kernel on purpose so the host can test its panic detection.

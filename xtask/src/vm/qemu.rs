@@ -3,9 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use guest_common::protocol::{param, Inject, Program};
-
-use crate::kernel::Flavor;
+pub use guest_common::cmdline::GuestCommand;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AccelChoice {
@@ -28,17 +26,6 @@ impl Accel {
             Accel::Tcg => "TCG",
         }
     }
-}
-
-/// What the guest runs: `bpflab.*` parameters read by /init.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestCommand {
-    pub program: Program,
-    /// Which side of P/U the tests assert; the guest reads its name.
-    pub flavor: Flavor,
-    pub args: Vec<String>,
-    /// Harness self-tests only: a failure /init provokes.
-    pub inject: Option<Inject>,
 }
 
 #[derive(Debug, Clone)]
@@ -97,14 +84,7 @@ pub fn kernel_cmdline(cfg: &VmConfig) -> String {
     if cfg.numa_nodes > 1 {
         parts.push(format!("numa=fake={}", cfg.numa_nodes));
     }
-    parts.push(format!("{}={}", param::RUN, cfg.guest.program.name()));
-    parts.push(format!("{}={}", param::KERNEL, cfg.guest.flavor.name()));
-    if !cfg.guest.args.is_empty() {
-        parts.push(format!("{}={}", param::ARGS, cfg.guest.args.join(",")));
-    }
-    if let Some(inject) = cfg.guest.inject {
-        parts.push(format!("{}={}", param::INJECT, inject.name()));
-    }
+    parts.extend(cfg.guest.words());
     parts.join(" ")
 }
 
@@ -166,6 +146,8 @@ pub fn kvm_available() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::Flavor;
+    use guest_common::protocol::{Inject, Program};
 
     fn cfg(accel: Accel) -> VmConfig {
         VmConfig::new(
@@ -175,7 +157,7 @@ mod tests {
             Path::new("/r/results.txt"),
             GuestCommand {
                 program: Program::Selftests,
-                flavor: Flavor::Patched,
+                kernel: Flavor::Patched.name().into(),
                 args: vec!["t14".into(), "t02".into()],
                 inject: None,
             },

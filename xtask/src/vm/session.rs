@@ -38,7 +38,7 @@ impl Target {
     ) -> GuestCommand {
         GuestCommand {
             program,
-            flavor: self.flavor,
+            kernel: self.flavor.name().into(),
             args,
             inject,
         }
