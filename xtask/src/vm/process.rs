@@ -27,6 +27,9 @@ fn log_cap() -> u64 {
         .and_then(|v| v.parse::<u64>().ok())
         .map_or(LOG_CAP_BYTES, |mib| mib << 20)
 }
+/// How long a guest under KVM may stay silent before KVM is deemed unable
+/// to run it.
+const KVM_SILENCE_LIMIT: Duration = Duration::from_secs(15);
 /// Console lines kept in memory for error messages.
 const TAIL_LINES: usize = 40;
 /// A console line longer than this is split (a flood without newlines).
@@ -182,6 +185,9 @@ impl Watcher<'_> {
             if let Some(line) = self.kvm_failure.take() {
                 return Ok(VmEnd::KvmFailure(line));
             }
+            if let Some(why) = self.silent_kvm() {
+                return Ok(VmEnd::KvmFailure(why));
+            }
             if let Some(status) = child.0.try_wait()? {
                 return Ok(VmEnd::Exited {
                     code: status.code(),
@@ -195,6 +201,20 @@ impl Watcher<'_> {
                 return Ok(VmEnd::Timeout);
             }
         }
+    }
+
+    /// Some nested hypervisors' KVM neither runs the kernel nor reports an
+    /// error: the guest stays silent. A kernel under KVM writes to its
+    /// console within a second or two, so silence this long is a failure.
+    fn silent_kvm(&self) -> Option<String> {
+        let silent =
+            self.watch_kvm && self.console_lines == 0 && self.started.elapsed() > KVM_SILENCE_LIMIT;
+        silent.then(|| {
+            format!(
+                "no console output within {} s under KVM",
+                KVM_SILENCE_LIMIT.as_secs()
+            )
+        })
     }
 
     fn handle(&mut self, line: Line) -> Result<()> {
