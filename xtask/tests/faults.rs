@@ -157,18 +157,21 @@ fn reports_dir(text: &str) -> PathBuf {
     PathBuf::from(line.split(" (").next().unwrap())
 }
 
-/// The counts of the closing line, by word ("passed", "crashed", ...).
+/// The counts of the closing line (the one line made only of `N word`
+/// parts, starting with `N passed`), by word ("passed", "crashed", ...).
 fn closing_counts(text: &str) -> Vec<(String, usize)> {
-    let line = text
-        .lines()
-        .rfind(|l| l.contains(" passed, ") && l.contains(" failed"))
-        .unwrap_or_else(|| panic!("no closing line in: {text}"));
-    line.split(", ")
-        .map(|part| {
-            let (n, word) = part.split_once(' ').unwrap();
-            (word.to_string(), n.parse().unwrap())
-        })
-        .collect()
+    let parse = |line: &str| -> Option<Vec<(String, usize)>> {
+        line.split(", ")
+            .map(|part| {
+                let (n, word) = part.split_once(' ')?;
+                Some((word.to_string(), n.parse().ok()?))
+            })
+            .collect()
+    };
+    text.lines()
+        .filter(|l| l.contains(" passed, "))
+        .find_map(parse)
+        .unwrap_or_else(|| panic!("no closing line in: {text}"))
 }
 
 fn count(counts: &[(String, usize)], word: &str) -> usize {

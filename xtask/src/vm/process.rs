@@ -30,6 +30,8 @@ fn log_cap() -> u64 {
 /// How long a guest under KVM may stay silent before KVM is deemed unable
 /// to run it.
 const KVM_SILENCE_LIMIT: Duration = Duration::from_secs(15);
+/// Console lines kept from the first splat of a test on.
+const SPLAT_EXCERPT_LINES: usize = 12;
 /// Console lines kept in memory for error messages.
 const TAIL_LINES: usize = 40;
 /// A console line longer than this is split (a flood without newlines).
@@ -40,6 +42,10 @@ use guest_common::protocol::{BOOT_MARKER, START};
 pub struct Limits {
     pub boot: Duration,
     pub overall: Duration,
+    /// After boot: how long the results channel may stay still. Every test
+    /// ends (or is killed at its own timeout) well within it, so silence
+    /// this long means the guest is wedged, e.g. after an Oops.
+    pub stall: Duration,
 }
 
 #[derive(Debug)]
@@ -50,6 +56,8 @@ pub enum VmEnd {
     },
     BootTimeout,
     Timeout,
+    /// No results line for `Limits::stall` after boot.
+    Stalled,
     /// KVM could not run this kernel; rerun under TCG.
     KvmFailure(String),
 }
@@ -61,9 +69,10 @@ pub struct VmOutcome {
     pub tail: Vec<String>,
     pub splats: Vec<String>,
     /// The first splat since the last test started (its `BPFLAB-START`
-    /// line, echoed on the console), or since boot: the likely culprit
-    /// when the kernel dies during a test.
-    pub first_splat_in_test: Option<String>,
+    /// line, echoed on the console), or since boot, and the console lines
+    /// that followed it (a few): the likely culprit when the kernel dies
+    /// during a test.
+    pub splat_in_test: Vec<String>,
     pub panic: Option<String>,
     /// Host seconds from QEMU start to /init starting the tests.
     pub boot_secs: Option<f64>,
@@ -123,7 +132,7 @@ pub fn run(
         log: BoundedLog::create(console_log, log_cap())?,
         tail: VecDeque::new(),
         splats: Vec::new(),
-        first_splat_in_test: None,
+        splat_in_test: Vec::new(),
         panic: None,
         boot_secs: None,
         qemu_stderr: Vec::new(),
@@ -133,7 +142,7 @@ pub fn run(
         started,
         allowlist,
     };
-    let end = watch.until_end(&mut child, &rx, limits)?;
+    let end = watch.until_end(&mut child, &rx, limits, &cfg.results)?;
     drop(child);
     let _ = out_reader.join();
     let _ = err_reader.join();
@@ -146,7 +155,7 @@ pub fn run(
         console_log: console_log.to_path_buf(),
         tail: watch.tail.into_iter().collect(),
         splats: watch.splats,
-        first_splat_in_test: watch.first_splat_in_test,
+        splat_in_test: watch.splat_in_test,
         panic: watch.panic,
         boot_secs: watch.boot_secs,
         elapsed: started.elapsed(),
@@ -159,7 +168,7 @@ struct Watcher<'a> {
     log: BoundedLog,
     tail: VecDeque<String>,
     splats: Vec<String>,
-    first_splat_in_test: Option<String>,
+    splat_in_test: Vec<String>,
     panic: Option<String>,
     boot_secs: Option<f64>,
     qemu_stderr: Vec<String>,
@@ -177,7 +186,9 @@ impl Watcher<'_> {
         child: &mut Reaper,
         rx: &mpsc::Receiver<Line>,
         limits: &Limits,
+        results: &Path,
     ) -> Result<VmEnd> {
+        let mut progress = Progress::new(results);
         loop {
             if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
                 self.handle(line)?;
@@ -199,6 +210,9 @@ impl Watcher<'_> {
             }
             if elapsed > limits.overall {
                 return Ok(VmEnd::Timeout);
+            }
+            if self.boot_secs.is_some() && progress.still_for() > limits.stall {
+                return Ok(VmEnd::Stalled);
             }
         }
     }
@@ -226,10 +240,14 @@ impl Watcher<'_> {
                     self.boot_secs = Some(self.started.elapsed().as_secs_f64());
                 }
                 if l.contains(START) {
-                    self.first_splat_in_test = None;
+                    self.splat_in_test.clear();
                 }
-                if console::is_splat(&l, self.allowlist) {
-                    self.first_splat_in_test.get_or_insert_with(|| l.clone());
+                let splat = console::is_splat(&l, self.allowlist);
+                let started = !self.splat_in_test.is_empty();
+                if (splat || started) && self.splat_in_test.len() < SPLAT_EXCERPT_LINES {
+                    self.splat_in_test.push(l.clone());
+                }
+                if splat {
                     if self.panic.is_none() && console::is_panic(&l) {
                         self.panic = Some(l.clone());
                     }
@@ -253,6 +271,33 @@ impl Watcher<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether the results channel (a file QEMU appends to) is still growing.
+struct Progress<'a> {
+    path: &'a Path,
+    len: u64,
+    since: Instant,
+}
+
+impl<'a> Progress<'a> {
+    fn new(path: &'a Path) -> Progress<'a> {
+        Progress {
+            path,
+            len: 0,
+            since: Instant::now(),
+        }
+    }
+
+    /// How long the file has not grown.
+    fn still_for(&mut self) -> Duration {
+        let len = fs::metadata(self.path).map_or(0, |m| m.len());
+        if len != self.len {
+            self.len = len;
+            self.since = Instant::now();
+        }
+        self.since.elapsed()
     }
 }
 
@@ -339,6 +384,19 @@ mod tests {
         assert_eq!(got[2].len(), MAX_LINE);
         assert_eq!(got[3].len(), 10);
         assert_eq!(got[4], "last");
+    }
+
+    #[test]
+    fn progress_is_growth_of_the_results_file() {
+        let t = crate::util::tempdir();
+        let path = t.join("results.txt");
+        fs::write(&path, b"").unwrap();
+        let mut p = Progress::new(&path);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(p.still_for() >= Duration::from_millis(30));
+        fs::write(&path, b"BPFLAB-START t01\n").unwrap();
+        assert!(p.still_for() < Duration::from_millis(30));
+        fs::remove_dir_all(t).unwrap();
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub fn kernel_cmdline(cfg: &VmConfig) -> String {
         "console=ttyS0".to_string(),
         // Reboot at once on panic; with -no-reboot QEMU then exits.
         "panic=-1".to_string(),
+        // After an Oops the kernel is unreliable and often wedges: stop
+        // there, so the test that caused it is named at once.
+        "oops=panic".to_string(),
         "rdinit=/init".to_string(),
     ];
     if cfg.numa_nodes > 1 {
@@ -208,7 +211,7 @@ mod tests {
         let mut c = cfg(Accel::Tcg);
         assert_eq!(
             kernel_cmdline(&c),
-            "console=ttyS0 panic=-1 rdinit=/init numa=fake=2 bpflab.run=selftests bpflab.kernel=patched bpflab.args=t14,t02"
+            "console=ttyS0 panic=-1 oops=panic rdinit=/init numa=fake=2 bpflab.run=selftests bpflab.kernel=patched bpflab.args=t14,t02"
         );
         c.guest.args.clear();
         c.guest.inject = Some(Inject::Panic);

@@ -250,13 +250,17 @@ pub const DEBUG_SLOWDOWN: u32 = 3;
 
 fn limits(accel: Accel, debug: bool, timeout: Option<u64>) -> Limits {
     let slow = if debug { u64::from(DEBUG_SLOWDOWN) } else { 1 };
-    let (boot, overall) = match accel {
-        Accel::Kvm => (30, 600),
-        Accel::Tcg => (60, 900),
+    // The slowest test (T19) takes 9 s under TCG and its timeout is 60 s,
+    // plus up to 10 s for its maps to go: 120 s without a results line is
+    // a wedged guest.
+    let (boot, overall, stall) = match accel {
+        Accel::Kvm => (30, 600, 90),
+        Accel::Tcg => (60, 900, 120),
     };
     Limits {
         boot: Duration::from_secs(boot * slow),
         overall: Duration::from_secs(timeout.unwrap_or(overall * slow)),
+        stall: Duration::from_secs(stall * slow),
     }
 }
 
@@ -282,6 +286,10 @@ fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
         VmEnd::Timeout => Some(format!(
             "the guest hung: no end within {:?}; QEMU was killed",
             limits.overall
+        )),
+        VmEnd::Stalled => Some(format!(
+            "the guest hung: no results line for {:?}; QEMU was killed",
+            limits.stall
         )),
         VmEnd::KvmFailure(line) => Some(format!("KVM failed: {line}")),
         VmEnd::Exited { .. } => None,
@@ -330,10 +338,18 @@ pub fn judge(outcome: &VmOutcome, results: &str, limits: &Limits) -> Result<Judg
         outcome.console_log.display(),
         tail.join("\n    ")
     );
-    let death = Death {
-        cause: failure.clone(),
-        first_splat: outcome.first_splat_in_test.clone(),
-        excerpt: tail[tail.len().saturating_sub(8)..].to_vec(),
+    // From the first splat of the running test on, or else the last lines.
+    let death = match outcome.splat_in_test.split_first() {
+        Some((first, after)) => Death {
+            cause: failure.clone(),
+            first_splat: Some(first.clone()),
+            excerpt: after.to_vec(),
+        },
+        None => Death {
+            cause: failure.clone(),
+            first_splat: None,
+            excerpt: tail[tail.len().saturating_sub(8)..].to_vec(),
+        },
     };
     let Ok(transcript) = protocol::read_transcript(results) else {
         bail!("{explained}");
@@ -426,7 +442,7 @@ mod tests {
             console_log: "/tmp/console.log".into(),
             tail: vec!["[    1.0] Run /init as init process".into()],
             splats: vec![],
-            first_splat_in_test: None,
+            splat_in_test: vec![],
             panic: None,
             boot_secs: Some(1.5),
             elapsed: Duration::from_secs(3),
@@ -462,7 +478,10 @@ mod tests {
     fn a_panic_mid_run_keeps_results_and_names_the_test() {
         let mut o = outcome(VmEnd::Exited { code: Some(0) });
         o.panic = Some("[    2.000000] Kernel panic - not syncing: sysrq triggered crash".into());
-        o.first_splat_in_test = Some("[    1.900000] BUG: unable to handle page fault".into());
+        o.splat_in_test = vec![
+            "[    1.900000] BUG: unable to handle page fault".into(),
+            "[    1.900001] Call Trace:".into(),
+        ];
         let j = judge(&o, CUT, &lim()).unwrap();
         let why = j.vm_failure.as_deref().unwrap();
         assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
@@ -492,6 +511,17 @@ mod tests {
             [Status::Pass, Status::Crashed, Status::NotRun]
         );
         assert!(j.report.results[2].message.contains("during t02_b"));
+    }
+
+    #[test]
+    fn a_guest_that_stops_reporting_is_hung() {
+        let j = judge(&outcome(VmEnd::Stalled), CUT, &lim()).unwrap();
+        let why = j.vm_failure.unwrap();
+        assert!(
+            why.contains("the guest hung: no results line for 120s"),
+            "{why}"
+        );
+        assert_eq!(j.report.results[1].status, Status::Crashed);
     }
 
     #[test]
