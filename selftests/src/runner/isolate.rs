@@ -80,7 +80,18 @@ pub fn run_isolated(t: &Test, ctx: &Ctx, timeout: Duration, inject: Option<Injec
     }
     let mut pipe = File::from(r);
     let mut msg = Vec::new();
-    let timed_out = supervise(pid, &mut pipe, &mut msg, timeout);
+    let end = supervise(pid, &mut pipe, &mut msg, timeout);
+    let timeout_msg = format!(
+        "timeout: killed after {} s (the test normally takes a fraction of that)",
+        timeout.as_secs()
+    );
+    if end == End::Unkillable {
+        // Left to reap_orphans() later: waiting here would stall the run.
+        return Outcome::Fail(format!(
+            "{timeout_msg}, and it did not die within {} s: stuck in the kernel",
+            KILL_GRACE.as_secs()
+        ));
+    }
     // Leftover helpers in the test's process group die with it.
     // SAFETY: the group leader is a zombie we have not reaped, so the pgid
     // cannot have been reused.
@@ -88,18 +99,27 @@ pub fn run_isolated(t: &Test, ctx: &Ctx, timeout: Duration, inject: Option<Injec
     let status = child::waitpid(pid);
     drain(&mut pipe, &mut msg);
     reap_orphans();
-    if timed_out {
-        return Outcome::Fail(format!(
-            "timeout: killed after {} s (the test normally takes a fraction of that)",
-            timeout.as_secs()
-        ));
+    if end == End::Killed {
+        return Outcome::Fail(timeout_msg);
     }
     outcome_of(&String::from_utf8_lossy(&msg), status)
 }
 
+/// How long a SIGKILLed test may take to die: longer means it is stuck in
+/// the kernel (a fault that never completes inside a kernel loop).
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Exited,
+    /// Killed at its timeout.
+    Killed,
+    /// Killed, but still not dead after KILL_GRACE.
+    Unkillable,
+}
+
 /// Collects the child's report until it exits; kills it at the deadline.
-/// Returns whether it had to.
-fn supervise(pid: libc::pid_t, pipe: &mut File, msg: &mut Vec<u8>, timeout: Duration) -> bool {
+fn supervise(pid: libc::pid_t, pipe: &mut File, msg: &mut Vec<u8>, timeout: Duration) -> End {
     let deadline = Instant::now() + timeout;
     let mut timed_out = false;
     loop {
@@ -112,7 +132,10 @@ fn supervise(pid: libc::pid_t, pipe: &mut File, msg: &mut Vec<u8>, timeout: Dura
         unsafe { libc::poll(&mut pfd, 1, 100) };
         drain(pipe, msg);
         if has_exited(pid) {
-            return timed_out;
+            return if timed_out { End::Killed } else { End::Exited };
+        }
+        if timed_out && Instant::now() >= deadline + KILL_GRACE {
+            return End::Unkillable;
         }
         if !timed_out && Instant::now() >= deadline {
             timed_out = true;
