@@ -2,6 +2,7 @@
 //! arguments, running QEMU and watching its console, and the session that
 //! boots each kernel of a run and judges what came back.
 
+pub mod accel;
 pub mod console;
 pub mod guest_image;
 pub mod process;

@@ -9,10 +9,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program};
 
+use super::accel::AccelPicker;
 use super::console;
 use super::guest_image;
 use super::process::{self, Limits, VmEnd, VmOutcome};
-use super::qemu::{self, Accel, AccelChoice, GuestCommand, VmConfig};
+use super::qemu::{Accel, AccelChoice, GuestCommand, VmConfig};
 use crate::cli::{SourceArgs, VmArgs};
 use crate::kernel::{self, Flavor, KernelSpec};
 use crate::report::protocol::{self, Death, GuestReport, Status, TestResult, Verdict};
@@ -149,7 +150,8 @@ pub struct Session {
 pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared> {
     hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
     let allowlist = load_allowlist()?;
-    let run_dir = project::new_run_dir(&project::cache_dir(source.cache_dir.as_deref())?, what)?;
+    let cache_dir = project::cache_dir(source.cache_dir.as_deref())?;
+    let run_dir = project::new_run_dir(&cache_dir, what)?;
     let targets = targets(source, vm, &run_dir)?;
     let initramfs = guest_image::build(&run_dir)?;
     Ok(Prepared {
@@ -158,35 +160,10 @@ pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared>
             run_dir,
             allowlist,
             initramfs,
-            picker: AccelPicker::new(vm.accel),
+            picker: AccelPicker::new(vm.accel, &cache_dir),
             timeout: vm.timeout,
         },
     })
-}
-
-/// Picks the accelerator, and falls back to TCG for the rest of the run
-/// once KVM has shown it cannot run our kernels here.
-pub struct AccelPicker {
-    choice: AccelChoice,
-    kvm_failed: bool,
-}
-
-impl AccelPicker {
-    pub fn new(choice: AccelChoice) -> AccelPicker {
-        AccelPicker {
-            choice,
-            kvm_failed: false,
-        }
-    }
-
-    pub fn current(&self) -> Accel {
-        match self.choice {
-            AccelChoice::Kvm => Accel::Kvm,
-            AccelChoice::Tcg => Accel::Tcg,
-            AccelChoice::Auto if !self.kvm_failed && qemu::kvm_available() => Accel::Kvm,
-            AccelChoice::Auto => Accel::Tcg,
-        }
-    }
 }
 
 /// A guest run that produced a report: complete, or what was kept of a
@@ -222,12 +199,12 @@ impl Session {
             );
             let outcome = process::run(&cfg, &console_log, &limits, &self.allowlist)?;
             if let VmEnd::KvmFailure(line) = &outcome.end {
-                if self.picker.choice == AccelChoice::Auto {
+                if self.picker.choice() == AccelChoice::Auto {
                     crate::status!(
                         &target.name,
                         "KVM cannot run this kernel here ({line}); rerunning under TCG"
                     );
-                    self.picker.kvm_failed = true;
+                    self.picker.kvm_failed(line);
                     continue;
                 }
                 bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
