@@ -36,7 +36,7 @@ const SPLAT_EXCERPT_LINES: usize = 12;
 const TAIL_LINES: usize = 40;
 /// A console line longer than this is split (a flood without newlines).
 const MAX_LINE: usize = 4096;
-use guest_common::protocol::{BOOT_MARKER, START};
+use guest_common::protocol::{BOOT_MARKER, START, VERDICT};
 
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -58,6 +58,10 @@ pub enum VmEnd {
     Timeout,
     /// No results line for `Limits::stall` after boot.
     Stalled,
+    /// The guest gave its verdict but did not power off within
+    /// `POWER_OFF_GRACE` (e.g. a CPU stuck in the kernel blocks the
+    /// reboot); QEMU was killed. The run itself is complete.
+    NoPowerOff,
     /// KVM could not run this kernel; rerun under TCG.
     KvmFailure(String),
 }
@@ -211,7 +215,11 @@ impl Watcher<'_> {
             if elapsed > limits.overall {
                 return Ok(VmEnd::Timeout);
             }
-            if self.boot_secs.is_some() && progress.still_for() > limits.stall {
+            let still = progress.still_for();
+            if progress.verdict && still > POWER_OFF_GRACE {
+                return Ok(VmEnd::NoPowerOff);
+            }
+            if self.boot_secs.is_some() && still > limits.stall {
                 return Ok(VmEnd::Stalled);
             }
         }
@@ -274,11 +282,16 @@ impl Watcher<'_> {
     }
 }
 
-/// Whether the results channel (a file QEMU appends to) is still growing.
+/// How long a guest may take to power off after its verdict.
+const POWER_OFF_GRACE: Duration = Duration::from_secs(15);
+
+/// Whether the results channel (a file QEMU appends to) is still growing,
+/// and whether the verdict is in.
 struct Progress<'a> {
     path: &'a Path,
     len: u64,
     since: Instant,
+    verdict: bool,
 }
 
 impl<'a> Progress<'a> {
@@ -287,6 +300,7 @@ impl<'a> Progress<'a> {
             path,
             len: 0,
             since: Instant::now(),
+            verdict: false,
         }
     }
 
@@ -296,6 +310,8 @@ impl<'a> Progress<'a> {
         if len != self.len {
             self.len = len;
             self.since = Instant::now();
+            let text = fs::read_to_string(self.path).unwrap_or_default();
+            self.verdict = text.lines().any(|l| l.starts_with(VERDICT));
         }
         self.since.elapsed()
     }
@@ -396,6 +412,10 @@ mod tests {
         assert!(p.still_for() >= Duration::from_millis(30));
         fs::write(&path, b"BPFLAB-START t01\n").unwrap();
         assert!(p.still_for() < Duration::from_millis(30));
+        assert!(!p.verdict);
+        fs::write(&path, b"BPFLAB-START t01\nBPFLAB-VERDICT pass exit=0\n").unwrap();
+        p.still_for();
+        assert!(p.verdict);
         fs::remove_dir_all(t).unwrap();
     }
 

@@ -209,6 +209,12 @@ impl Session {
                 }
                 bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
             }
+            if matches!(outcome.end, VmEnd::NoPowerOff) {
+                crate::status!(
+                    &target.name,
+                    "the guest gave its verdict but did not power off; QEMU was killed"
+                );
+            }
             let text = fs::read_to_string(&results).unwrap_or_default();
             let judged = judge(&outcome, &text, &limits)?;
             return Ok(GuestRun {
@@ -269,7 +275,7 @@ fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
             limits.stall
         )),
         VmEnd::KvmFailure(line) => Some(format!("KVM failed: {line}")),
-        VmEnd::Exited { .. } => None,
+        VmEnd::Exited { .. } | VmEnd::NoPowerOff => None,
     }
 }
 
