@@ -388,11 +388,8 @@ fn add_failure(outcome: Outcome, msg: String) -> Outcome {
 
 #[cfg(test)]
 mod unit {
+    use super::options::args;
     use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn bad_options_exit_2() {

@@ -115,13 +115,15 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
+/// A command line from string literals, for tests.
+#[cfg(test)]
+pub(super) fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn option_parsing() {
