@@ -144,6 +144,8 @@ impl ResultSink {
             if let Err(e) = port::write_line(f, &format!("{line}\n")) {
                 eprintln!("[selftests] writing results: {e}");
             }
+            // The next test may kill the kernel: its START line must be out.
+            port::drain(f);
         }
         println!("{line}");
         let _ = io::stdout().flush();
@@ -333,7 +335,7 @@ impl<'a> GuestRun<'a> {
             self.scaled(settle::MAP_GONE_TIMEOUT),
         );
         match gone {
-            Ok(_) => std::thread::sleep(settle::FREE_GRACE),
+            Ok(_) => std::thread::sleep(self.scaled(settle::FREE_GRACE)),
             Err(msg) => outcome = add_failure(outcome, msg),
         }
         // Per-test half of T28: anything the kernel reported meanwhile.

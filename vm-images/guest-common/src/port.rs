@@ -50,6 +50,14 @@ pub fn write_line(mut port: &File, line: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Waits until everything written to a tty has been sent (tcdrain): a
+/// line still in the UART when the kernel dies would never reach the host.
+/// On anything else (a plain file) there is nothing to wait for.
+pub fn drain(port: &File) {
+    // SAFETY: tcdrain on an fd we own; ENOTTY for non-ttys is ignored.
+    unsafe { libc::tcdrain(port.as_raw_fd()) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //! defines them.
 
 use anyhow::{bail, Result};
-use guest_common::protocol::{self as wire, ResultWord};
+use guest_common::protocol::{self as wire, Program, ResultWord};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -69,7 +69,9 @@ pub struct GuestReport {
 /// second plan.
 pub fn read_transcript(text: &str) -> Result<Transcript> {
     let mut t = Transcript::default();
-    for raw in text.lines() {
+    // A line without its newline was cut off when the guest died.
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    for raw in complete.lines() {
         let line = raw.trim_end_matches('\r');
         if !line.starts_with(wire::LINE_PREFIX) {
             continue;
@@ -148,9 +150,9 @@ fn parse_result(rest: &str) -> Option<TestResult> {
 /// A complete run: exactly one verdict, and for a test run a plan that
 /// the results match. Anything else means the guest was cut off or
 /// confused, and is an error.
-pub fn parse_results(text: &str) -> Result<GuestReport> {
+pub fn parse_results(text: &str, program: Program) -> Result<GuestReport> {
     let t = read_transcript(text)?;
-    complete(t)
+    complete(t, program)
 }
 
 /// How a guest run that did not end by itself died, for the report.
@@ -189,9 +191,10 @@ pub fn salvage(t: &Transcript, death: &Death) -> Option<Vec<TestResult>> {
             message,
         });
     }
-    let why = match &running {
-        Some(name) => format!("not run: the guest died during {name}"),
-        None => "not run: the guest died before reaching it".to_string(),
+    let why = match (&running, t.started.last()) {
+        (Some(name), _) => format!("not run: the guest died during {name}"),
+        (None, Some(last)) => format!("not run: the guest died after {last}"),
+        (None, None) => "not run: the guest died before the first test".to_string(),
     };
     for name in plan {
         if !results.iter().any(|r| &r.name == name) {
@@ -208,14 +211,15 @@ pub fn salvage(t: &Transcript, death: &Death) -> Option<Vec<TestResult>> {
     Some(results)
 }
 
-fn complete(mut t: Transcript) -> Result<GuestReport> {
+fn complete(mut t: Transcript, program: Program) -> Result<GuestReport> {
     let (verdict, verdict_detail) = match t.verdicts.len() {
         0 => bail!("the guest gave no verdict (it died, hung or was cut off before the end)"),
         1 => t.verdicts.remove(0),
         n => bail!("the guest gave {n} verdicts instead of one"),
     };
     // Test runs announce a plan; a benchmark sends records instead.
-    if matches!(verdict, Verdict::Pass | Verdict::Fail) && t.bench.is_empty() {
+    let tests = program == Program::Selftests;
+    if tests && matches!(verdict, Verdict::Pass | Verdict::Fail) {
         match t.planned {
             None => bail!("the guest reported tests without announcing a plan"),
             Some(n) if n != t.results.len() => {
@@ -231,7 +235,7 @@ fn complete(mut t: Transcript) -> Result<GuestReport> {
     if verdict == Verdict::Pass && any_failed {
         bail!("the guest's verdict is pass but some tests failed");
     }
-    if verdict == Verdict::Fail && !any_failed && t.bench.is_empty() {
+    if tests && verdict == Verdict::Fail && !any_failed {
         bail!("the guest's verdict is fail but no test failed ({verdict_detail})");
     }
     Ok(GuestReport {
@@ -250,7 +254,7 @@ mod tests {
 
     #[test]
     fn parses_results_and_verdict() {
-        let r = parse_results(GOOD).unwrap();
+        let r = parse_results(GOOD, Program::Selftests).unwrap();
         assert_eq!(r.verdict, Verdict::Fail);
         assert_eq!(r.verdict_detail, "exit=1");
         assert_eq!(r.results.len(), 3);
@@ -263,34 +267,38 @@ mod tests {
     #[test]
     fn missing_verdict_is_rejected() {
         let text = GOOD.replace("BPFLAB-VERDICT fail exit=1\n", "");
-        let err = parse_results(&text).unwrap_err().to_string();
+        let err = parse_results(&text, Program::Selftests)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no verdict"), "{err}");
     }
 
     #[test]
     fn doubled_verdict_is_rejected() {
         let text = format!("{GOOD}BPFLAB-VERDICT pass exit=0\n");
-        let err = parse_results(&text).unwrap_err().to_string();
+        let err = parse_results(&text, Program::Selftests)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("2 verdicts"), "{err}");
     }
 
     #[test]
     fn inconsistent_reports_are_rejected() {
         let short = "BPFLAB-PLAN 2\nBPFLAB-RESULT t01 pass 1\nBPFLAB-VERDICT pass exit=0\n";
-        assert!(parse_results(short)
+        assert!(parse_results(short, Program::Selftests)
             .unwrap_err()
             .to_string()
             .contains("planned 2"));
         let dup =
             "BPFLAB-RESULT t01 pass 1\nBPFLAB-RESULT t01 pass 1\nBPFLAB-VERDICT pass exit=0\n";
-        assert!(parse_results(dup)
+        assert!(parse_results(dup, Program::Selftests)
             .unwrap_err()
             .to_string()
             .contains("twice"));
         let lying = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 fail 1 x\nBPFLAB-VERDICT pass exit=0\n";
-        assert!(parse_results(lying).is_err());
+        assert!(parse_results(lying, Program::Selftests).is_err());
         let garbage = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\nBPFLAB-VERDICT pass exit=0\n";
-        assert!(parse_results(garbage)
+        assert!(parse_results(garbage, Program::Selftests)
             .unwrap_err()
             .to_string()
             .contains("malformed"));
@@ -312,7 +320,7 @@ mod tests {
         assert_eq!((t.planned, t.plan.len()), (Some(4), 4));
         assert_eq!(t.started, ["t01_a", "t02_b", "t03_c"]);
         assert_eq!(t.running(), Some("t03_c"));
-        assert!(parse_results(CUT)
+        assert!(parse_results(CUT, Program::Selftests)
             .unwrap_err()
             .to_string()
             .contains("no verdict"));
@@ -355,9 +363,19 @@ mod tests {
     }
 
     #[test]
+    fn a_line_cut_off_by_the_crash_is_ignored() {
+        let t = read_transcript(&format!("{CUT}BPFLAB-RESULT t03_c notr")).unwrap();
+        assert_eq!(t.results.len(), 2);
+        assert_eq!(t.running(), Some("t03_c"));
+        let t = read_transcript("BPFLAB-PLAN 2 t01_a t02_b\nBPFLAB-START t01_a\nBPFLAB-START t0")
+            .unwrap();
+        assert_eq!(t.running(), Some("t01_a"), "a cut START names no test");
+    }
+
+    #[test]
     fn not_run_results_and_named_plans() {
         let text = "BPFLAB-PLAN 2 t01_a t02_b\nBPFLAB-RESULT t01_a fail 3 x\nBPFLAB-RESULT t02_b notrun 0 the runner stopped\nBPFLAB-VERDICT fail exit=1\n";
-        let r = parse_results(text).unwrap();
+        let r = parse_results(text, Program::Selftests).unwrap();
         assert_eq!(r.results[1].status, Status::NotRun);
         assert!(
             read_transcript("BPFLAB-PLAN 3 t01_a\n").is_err(),
@@ -370,9 +388,15 @@ mod tests {
     fn error_verdict_and_bench_lines() {
         let r = parse_results(
             "BPFLAB-BENCH {\"kind\":\"scenario\"}\nBPFLAB-VERDICT error signal=SIGSEGV\n",
+            Program::Bench,
         )
         .unwrap();
         assert_eq!(r.verdict, Verdict::Error);
         assert_eq!(r.bench, ["{\"kind\":\"scenario\"}"]);
+        // A benchmark that fails before its first record is a failed
+        // benchmark, not a run without a plan.
+        let r = parse_results("BPFLAB-VERDICT fail exit=1\n", Program::Bench).unwrap();
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(parse_results("BPFLAB-VERDICT fail exit=1\n", Program::Selftests).is_err());
     }
 }

@@ -215,8 +215,11 @@ impl Session {
                     "the guest gave its verdict but did not power off; QEMU was killed"
                 );
             }
-            let text = fs::read_to_string(&results).unwrap_or_default();
-            let judged = judge(&outcome, &text, &limits)?;
+            // Lossy: a character cut in half by a dying guest must not
+            // cost the lines before it.
+            let text =
+                String::from_utf8_lossy(&fs::read(&results).unwrap_or_default()).into_owned();
+            let judged = judge(&outcome, &text, &limits, guest.program)?;
             return Ok(GuestRun {
                 accel,
                 report: judged.report,
@@ -298,10 +301,15 @@ fn qemu_said(outcome: &VmOutcome) -> String {
 /// result that arrived is kept, the test that was running is marked
 /// crashed and the rest not run, as far as the guest announced its plan;
 /// with no plan there is nothing to keep and the run is an error.
-pub fn judge(outcome: &VmOutcome, results: &str, limits: &Limits) -> Result<Judged> {
+pub fn judge(
+    outcome: &VmOutcome,
+    results: &str,
+    limits: &Limits,
+    program: Program,
+) -> Result<Judged> {
     let failure = match vm_death(outcome, limits) {
         Some(death) => death,
-        None => match protocol::parse_results(results) {
+        None => match protocol::parse_results(results, program) {
             Ok(report) if report.verdict == Verdict::Error => format!(
                 "the guest could not run its program: {}",
                 report.verdict_detail
@@ -441,7 +449,10 @@ mod tests {
     const CUT: &str = "BPFLAB-PLAN 3 t01_a t02_b t03_c\nBPFLAB-START t01_a\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-START t02_b\n";
 
     fn err(o: &VmOutcome, text: &str) -> String {
-        format!("{:#}", judge(o, text, &lim()).unwrap_err())
+        format!(
+            "{:#}",
+            judge(o, text, &lim(), Program::Selftests).unwrap_err()
+        )
     }
 
     fn statuses(j: &Judged) -> Vec<Status> {
@@ -451,7 +462,7 @@ mod tests {
     #[test]
     fn a_clean_run_is_judged_complete() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let j = judge(&o, OK, &lim()).unwrap();
+        let j = judge(&o, OK, &lim(), Program::Selftests).unwrap();
         assert_eq!(j.report.results.len(), 1);
         assert!(j.vm_failure.is_none());
         assert_eq!(console_check(&o).status, Status::Pass);
@@ -465,7 +476,7 @@ mod tests {
             "[    1.900000] BUG: unable to handle page fault".into(),
             "[    1.900001] Call Trace:".into(),
         ];
-        let j = judge(&o, CUT, &lim()).unwrap();
+        let j = judge(&o, CUT, &lim(), Program::Selftests).unwrap();
         let why = j.vm_failure.as_deref().unwrap();
         assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
         assert_eq!(
@@ -487,7 +498,7 @@ mod tests {
 
     #[test]
     fn a_hang_mid_run_is_handled_like_a_crash() {
-        let j = judge(&outcome(VmEnd::Timeout), CUT, &lim()).unwrap();
+        let j = judge(&outcome(VmEnd::Timeout), CUT, &lim(), Program::Selftests).unwrap();
         assert!(j.vm_failure.as_deref().unwrap().contains("the guest hung"));
         assert_eq!(
             statuses(&j),
@@ -498,7 +509,7 @@ mod tests {
 
     #[test]
     fn a_guest_that_stops_reporting_is_hung() {
-        let j = judge(&outcome(VmEnd::Stalled), CUT, &lim()).unwrap();
+        let j = judge(&outcome(VmEnd::Stalled), CUT, &lim(), Program::Selftests).unwrap();
         let why = j.vm_failure.unwrap();
         assert!(
             why.contains("the guest hung: no results line for 120s"),
@@ -512,7 +523,7 @@ mod tests {
         assert!(err(&outcome(VmEnd::BootTimeout), "").contains("did not reach /init"));
         let o = outcome(VmEnd::Exited { code: Some(0) });
         assert!(err(&o, "").contains("no verdict"));
-        let j = judge(&o, "BPFLAB-PLAN 1 t01_a\n", &lim()).unwrap();
+        let j = judge(&o, "BPFLAB-PLAN 1 t01_a\n", &lim(), Program::Selftests).unwrap();
         assert!(j.vm_failure.unwrap().contains("no verdict"));
         assert_eq!(j.report.results[0].status, Status::NotRun);
         let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
