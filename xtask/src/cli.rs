@@ -110,8 +110,9 @@ pub struct VmArgs {
     /// expected to be on.
     #[arg(long, value_enum, default_value_t = Flavor::Patched)]
     pub claim: Flavor,
-    /// Kill the guest after this many seconds (default: 900 under TCG,
-    /// 3x that for debug kernels); the results that arrived are kept.
+    /// Kill the guest after this many seconds (default: 900 under TCG, 600
+    /// under KVM, 3x that for debug kernels); the results that arrived are
+    /// kept.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
     /// Harness self-test: make the guest panic, warn, hang or flood before

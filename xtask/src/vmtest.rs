@@ -5,12 +5,12 @@
 use std::fs;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use guest_common::protocol::{Inject, Program};
+use anyhow::{bail, Result};
+use guest_common::protocol::{Inject, Program, TestInject};
 
 use crate::cli::VmtestArgs;
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
-use crate::report::protocol::Status;
+use crate::report::protocol::{Status, TestResult};
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::process::VmOutcome;
@@ -19,24 +19,27 @@ use crate::vm::session::{self, GuestRun, Prepared, Session, Target, DEBUG_SLOWDO
 
 pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     session::check_filters(&args.filters)?;
-    let guest_inject = split_inject(args.vm.inject.as_deref())?;
+    let inject = split_inject(args.vm.inject.as_deref())?;
     let allowed_skips = skips::load()?;
     let Prepared {
         targets,
         mut session,
     } = session::prepare(&args.source, &args.vm, "vmtest")?;
-    session::check_filters_match(&args.filters)?;
+    let plan = session::planned_tests(&args.filters)?;
+    inject.check_against(&plan)?;
     let mut runs = Vec::new();
     let mut infra_errors = Vec::new();
     for target in &targets {
-        if let Some(max) = args
-            .stop_after()
-            .filter(|m| Counts::total(&runs).failed >= *m)
-        {
-            eprintln!("== {}: not booted: {max} failure(s) already", target.name);
-            continue;
-        }
-        let guest = selftests_guest(&args, target, &guest_inject);
+        let so_far = Counts::total(&runs);
+        let failures = so_far.failed + so_far.crashed;
+        let budget = match args.stop_after() {
+            Some(max) if failures >= max => {
+                runs.push(not_booted(&session, target, &plan, max)?);
+                continue;
+            }
+            max => max.map(|m| m - failures),
+        };
+        let guest = selftests_guest(&args, target, &inject, budget);
         match session.run_guest(target, guest) {
             Ok(run) if run.report.results.is_empty() => {
                 eprintln!(
@@ -61,13 +64,61 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     finish(&session, &runs, &infra_errors)
 }
 
+/// A kernel not booted because earlier kernels already failed enough:
+/// every planned test, and the console check, as not run.
+fn not_booted(
+    session: &Session,
+    target: &Target,
+    plan: &[String],
+    max: usize,
+) -> Result<KernelRun> {
+    let why =
+        format!("not run: {max} failure(s) on earlier kernels (--fail-fast / --max-failures)");
+    let results = plan
+        .iter()
+        .map(String::as_str)
+        .chain([session::CONSOLE_CHECK])
+        .map(|name| TestResult {
+            name: name.to_string(),
+            status: Status::NotRun,
+            millis: 0,
+            message: why.clone(),
+        })
+        .collect();
+    let kr = KernelRun {
+        kernel: target.name.clone(),
+        accel: "not booted".into(),
+        results,
+        seconds: 0.0,
+    };
+    eprintln!("== {}: not booted: {max} failure(s) already", target.name);
+    fs::write(
+        session.run_dir.join(format!("{}.ktap", target.name)),
+        report::ktap(&kr),
+    )?;
+    Ok(kr)
+}
+
 /// Where an `--inject` goes: `panic`, `warn`, `hang` and `flood` to /init
 /// (around the program), `KIND:TEST` to the selftests runner (in the
 /// middle of the plan).
 #[derive(Debug, Default, PartialEq, Eq)]
 struct GuestInject {
     init: Option<Inject>,
-    runner: Option<String>,
+    runner: Option<(TestInject, String)>,
+}
+
+impl GuestInject {
+    /// The test a runner injection names must be one the run plans.
+    fn check_against(&self, plan: &[String]) -> Result<()> {
+        match &self.runner {
+            Some((kind, test)) if !plan.contains(test) => bail!(
+                "--inject {}:{test}: no such test in this run's plan",
+                kind.name()
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 fn split_inject(inject: Option<&str>) -> Result<GuestInject> {
@@ -75,7 +126,7 @@ fn split_inject(inject: Option<&str>) -> Result<GuestInject> {
         None => GuestInject::default(),
         Some(v) if v.contains(':') => GuestInject {
             init: None,
-            runner: Some(v.to_string()),
+            runner: Some(TestInject::parse_spec(v).map_err(anyhow::Error::msg)?),
         },
         Some(v) => GuestInject {
             init: Some(Inject::parse(v).ok_or_else(|| {
@@ -89,16 +140,21 @@ fn split_inject(inject: Option<&str>) -> Result<GuestInject> {
 }
 
 /// The selftests' command line for one kernel.
-fn selftests_guest(args: &VmtestArgs, target: &Target, inject: &GuestInject) -> GuestCommand {
+fn selftests_guest(
+    args: &VmtestArgs,
+    target: &Target,
+    inject: &GuestInject,
+    budget: Option<usize>,
+) -> GuestCommand {
     let mut argv = Vec::new();
-    if let Some(max) = args.stop_after() {
+    if let Some(max) = budget {
         argv.push(format!("--max-failures={max}"));
     }
     if target.debug {
         argv.push(format!("--timeout-scale={DEBUG_SLOWDOWN}"));
     }
-    if let Some(what) = &inject.runner {
-        argv.push(format!("--inject={what}"));
+    if let Some((kind, test)) = &inject.runner {
+        argv.push(format!("--inject={}:{test}", kind.name()));
     }
     argv.extend(args.filters.iter().cloned());
     target.guest(Program::Selftests, argv, inject.init)
@@ -115,7 +171,7 @@ fn kernel_run(
 ) -> Result<KernelRun> {
     let mut results = run.report.results.clone();
     skips::enforce(&mut results, allowed_skips);
-    results.push(session::console_check(&run.outcome));
+    results.push(session::console_check(&run.outcome, &results));
     let kr = KernelRun {
         kernel: target.name.clone(),
         accel: run.accel.name().into(),
@@ -189,8 +245,18 @@ mod tests {
             Some(Inject::Panic)
         );
         let mid = split_inject(Some("crash:t11_split_middle_page")).unwrap();
-        assert_eq!(mid.runner.as_deref(), Some("crash:t11_split_middle_page"));
+        assert_eq!(
+            mid.runner,
+            Some((TestInject::Crash, "t11_split_middle_page".into()))
+        );
         assert_eq!(mid.init, None);
+        assert!(mid.check_against(&["t11_split_middle_page".into()]).is_ok());
+        let err = mid
+            .check_against(&["t01_a".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no such test"), "{err}");
         assert!(split_inject(Some("boom")).is_err());
+        assert!(split_inject(Some("boom:t01_a")).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! The harness's own failure paths, each provoked for real: these boot
 //! kernels and run builds, so they are ignored by a plain `cargo test` and
-//! run by `cargo xtask ci` (`cargo test -p xtask --test faults -- --ignored`).
+//! run by `cargo xtask ci` (`cargo test -p xtask --test faults -- --ignored
+//! --test-threads=1`: one guest at a time, as their time limits assume).
 //! They need the base and patched kernels built (`cargo xtask build-kernel`).
 
 use std::fs;
@@ -242,8 +243,8 @@ fn kernel_crash_mid_plan_keeps_every_result() {
     assert_eq!(count(&c, "passed"), before, "{text}");
     assert_eq!(count(&c, "crashed"), 1, "{text}");
     assert_eq!(count(&c, "not run"), plan.len() - before - 1, "{text}");
-    // The panic is also on the console: the console check fails.
-    assert_eq!(count(&c, "failed"), 1, "{text}");
+    // The panic is the crashed test's failure, not the console check's too.
+    assert_eq!(count(&c, "failed"), 0, "{text}");
     let junit = fs::read_to_string(reports_dir(&text).join("junit.xml")).unwrap();
     assert!(junit.contains("errors=\"1\""), "{junit}");
     assert_eq!(junit.matches("<testcase ").count(), plan.len() + 1);
@@ -259,14 +260,14 @@ fn guest_that_stops_responding_mid_plan_is_handled_like_a_crash() {
         "patched",
         "--accel",
         "tcg",
-        "--timeout",
-        "40",
         "--inject",
         &format!("freeze:{culprit}"),
     ]);
     assert_eq!(code, VM_FAILED, "{text}");
     let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
-    assert_died_during(&ktap, culprit, "the guest hung");
+    // Ended by the stall limit (no results line for 120 s), well before the
+    // overall timeout.
+    assert_died_during(&ktap, culprit, "the guest hung: no results line for 120s");
     assert_eq!(count(&closing_counts(&text), "crashed"), 1, "{text}");
     assert!(
         qemu_pids(&format!("freeze:{culprit}")).is_empty(),

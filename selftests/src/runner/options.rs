@@ -16,18 +16,7 @@ pub const USAGE: &str = "usage: selftests [--kernel base|patched] [--results PAT
                      (crash), wedge the runner (freeze), or hang the test (stall)
   FILTER             run only tests whose name contains one of the substrings";
 
-/// A deliberate failure in the middle of the plan, to test the host's
-/// handling of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InjectKind {
-    /// The test's process crashes the kernel (lkdtm PANIC).
-    Crash,
-    /// The runner itself stops responding: only the host's overall
-    /// timeout ends the run.
-    Freeze,
-    /// The test hangs: its own timeout must end it.
-    Stall,
-}
+pub use guest_common::protocol::TestInject as InjectKind;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Injection {
@@ -49,22 +38,8 @@ pub struct Options {
 }
 
 fn parse_inject(v: &str) -> Result<Injection, String> {
-    let (kind, test) = v
-        .split_once(':')
-        .ok_or(format!("--inject {v:?}: want KIND:TEST"))?;
-    let kind = match kind {
-        "crash" => InjectKind::Crash,
-        "freeze" => InjectKind::Freeze,
-        "stall" => InjectKind::Stall,
-        k => return Err(format!("--inject kind {k:?}: want crash, freeze or stall")),
-    };
-    if test.is_empty() {
-        return Err("--inject: empty test name".into());
-    }
-    Ok(Injection {
-        kind,
-        test: test.to_string(),
-    })
+    let (kind, test) = InjectKind::parse_spec(v)?;
+    Ok(Injection { kind, test })
 }
 
 fn parse_count(flag: &str, v: &str) -> Result<u32, String> {

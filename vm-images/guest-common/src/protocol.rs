@@ -128,6 +128,49 @@ impl Inject {
     }
 }
 
+/// A failure the selftests runner provokes when a given test starts, to
+/// test the host's handling of failures in the middle of the plan
+/// (`--inject KIND:TEST`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestInject {
+    /// The test's process crashes the kernel (lkdtm PANIC).
+    Crash,
+    /// The runner itself stops responding: only the host's stall or
+    /// overall limit ends the run.
+    Freeze,
+    /// The test hangs: its own timeout must end it.
+    Stall,
+}
+
+impl TestInject {
+    pub const ALL: [TestInject; 3] = [TestInject::Crash, TestInject::Freeze, TestInject::Stall];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TestInject::Crash => "crash",
+            TestInject::Freeze => "freeze",
+            TestInject::Stall => "stall",
+        }
+    }
+
+    /// `KIND:TEST`, e.g. `crash:t11_split_middle_page`.
+    pub fn parse_spec(spec: &str) -> Result<(TestInject, String), String> {
+        let (kind, test) = spec
+            .split_once(':')
+            .ok_or(format!("--inject {spec:?}: want KIND:TEST"))?;
+        let kind = Self::ALL
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .ok_or(format!(
+                "--inject kind {kind:?}: want crash, freeze or stall"
+            ))?;
+        if test.is_empty() {
+            return Err("--inject: empty test name".into());
+        }
+        Ok((kind, test.to_string()))
+    }
+}
+
 /// One protocol line (without its newline): `tag rest`, or `tag` alone.
 pub fn line(tag: &str, rest: &str) -> String {
     if rest.is_empty() {
@@ -153,6 +196,13 @@ mod tests {
             assert_eq!(Inject::parse(i.name()), Some(i));
         }
         assert_eq!(ResultWord::parse("maybe"), None);
+        assert_eq!(
+            TestInject::parse_spec("crash:t11_x"),
+            Ok((TestInject::Crash, "t11_x".into()))
+        );
+        assert!(TestInject::parse_spec("boom:t03").is_err());
+        assert!(TestInject::parse_spec("crash").is_err());
+        assert!(TestInject::parse_spec("crash:").is_err());
         assert_eq!(Inject::parse("oops"), None);
     }
 

@@ -104,6 +104,7 @@ mod tests {
         p.kvm_failed("KVM internal error. Suberror: 1");
         assert_eq!(p.current(), Accel::Tcg);
         let again = AccelPicker::new(AccelChoice::Auto, &t);
+        assert!(again.kvm_failed, "the memo was not read back");
         assert_eq!(again.current(), Accel::Tcg);
         // An explicit choice is obeyed.
         assert_eq!(AccelPicker::new(AccelChoice::Kvm, &t).current(), Accel::Kvm);

@@ -77,6 +77,8 @@ pub struct VmOutcome {
     /// that followed it (a few): the likely culprit when the kernel dies
     /// during a test.
     pub splat_in_test: Vec<String>,
+    /// How many of `splats` came before the last test started.
+    pub splats_before_last_start: usize,
     pub panic: Option<String>,
     /// Host seconds from QEMU start to /init starting the tests.
     pub boot_secs: Option<f64>,
@@ -137,6 +139,7 @@ pub fn run(
         tail: VecDeque::new(),
         splats: Vec::new(),
         splat_in_test: Vec::new(),
+        splats_before_last_start: 0,
         panic: None,
         boot_secs: None,
         qemu_stderr: Vec::new(),
@@ -160,6 +163,7 @@ pub fn run(
         tail: watch.tail.into_iter().collect(),
         splats: watch.splats,
         splat_in_test: watch.splat_in_test,
+        splats_before_last_start: watch.splats_before_last_start,
         panic: watch.panic,
         boot_secs: watch.boot_secs,
         elapsed: started.elapsed(),
@@ -173,6 +177,7 @@ struct Watcher<'a> {
     tail: VecDeque<String>,
     splats: Vec<String>,
     splat_in_test: Vec<String>,
+    splats_before_last_start: usize,
     panic: Option<String>,
     boot_secs: Option<f64>,
     qemu_stderr: Vec<String>,
@@ -249,6 +254,7 @@ impl Watcher<'_> {
                 }
                 if l.contains(START) {
                     self.splat_in_test.clear();
+                    self.splats_before_last_start = self.splats.len();
                 }
                 let splat = console::is_splat(&l, self.allowlist);
                 let started = !self.splat_in_test.is_empty();

@@ -359,22 +359,36 @@ pub fn judge(
     })
 }
 
+/// The name of the harness's own T28 check.
+pub const CONSOLE_CHECK: &str = "t28_console_clean";
+
 /// The harness's own T28 check: a clean console, as one more result.
-pub fn console_check(outcome: &VmOutcome) -> TestResult {
-    let clean = outcome.splats.is_empty();
+/// When a test crashed, the splats from its start on are already its
+/// failure: only the ones before count here, so one crash is not counted
+/// twice.
+pub fn console_check(outcome: &VmOutcome, results: &[TestResult]) -> TestResult {
+    let crashed = results.iter().any(|r| r.status == Status::Crashed);
+    let splats = if crashed {
+        &outcome.splats[..outcome.splats_before_last_start]
+    } else {
+        &outcome.splats[..]
+    };
     TestResult {
-        name: "t28_console_clean".into(),
-        status: if clean { Status::Pass } else { Status::Fail },
-        millis: 0,
-        message: if clean {
-            String::new()
+        name: CONSOLE_CHECK.into(),
+        status: if splats.is_empty() {
+            Status::Pass
         } else {
-            format!(
+            Status::Fail
+        },
+        millis: 0,
+        message: match splats.first() {
+            None => String::new(),
+            Some(first) => format!(
                 "kernel reported {} problem line(s) on the console, first: {} (see {})",
-                outcome.splats.len(),
-                outcome.splats[0].trim(),
+                splats.len(),
+                first.trim(),
                 outcome.console_log.display()
-            )
+            ),
         },
     }
 }
@@ -400,27 +414,42 @@ pub fn check_filters(filters: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Every filter must select a test: the static selftests binary lists its
-/// tests on the host too, so a typo fails here rather than after a boot.
-pub fn check_filters_match(filters: &[String]) -> Result<()> {
-    if filters.is_empty() {
-        return Ok(());
-    }
+/// The tests a run with `filters` plans, in plan order: the static
+/// selftests binary lists them on the host too, so a typo in a filter
+/// fails here rather than after a boot, and a run that stops early can
+/// list what it did not run.
+pub fn planned_tests(filters: &[String]) -> Result<Vec<String>> {
     let bin = guest_image::guest_bin_dir().join("selftests");
     let out = std::process::Command::new(&bin)
         .arg("--list")
         .output()
         .with_context(|| format!("listing the tests with {}", bin.display()))?;
-    let names = String::from_utf8_lossy(&out.stdout);
-    for f in filters {
-        if !names.lines().any(|n| n.contains(f.as_str())) {
-            bail!(
-                "test filter {f:?} matches no test; `{} --list` lists them",
-                bin.display()
-            );
-        }
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    select(&names, filters).map_err(|f| {
+        anyhow::anyhow!(
+            "test filter {f:?} matches no test; `{} --list` lists them",
+            bin.display()
+        )
+    })
+}
+
+/// The names any filter selects (all without filters), or the first
+/// filter that selects nothing.
+fn select(names: &[String], filters: &[String]) -> Result<Vec<String>, String> {
+    if let Some(f) = filters
+        .iter()
+        .find(|f| !names.iter().any(|n| n.contains(f.as_str())))
+    {
+        return Err(f.clone());
     }
-    Ok(())
+    Ok(names
+        .iter()
+        .filter(|n| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
+        .cloned()
+        .collect())
 }
 
 #[cfg(test)]
@@ -434,6 +463,7 @@ mod tests {
             tail: vec!["[    1.0] Run /init as init process".into()],
             splats: vec![],
             splat_in_test: vec![],
+            splats_before_last_start: 0,
             panic: None,
             boot_secs: Some(1.5),
             elapsed: Duration::from_secs(3),
@@ -465,7 +495,7 @@ mod tests {
         let j = judge(&o, OK, &lim(), Program::Selftests).unwrap();
         assert_eq!(j.report.results.len(), 1);
         assert!(j.vm_failure.is_none());
-        assert_eq!(console_check(&o).status, Status::Pass);
+        assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
     }
 
     #[test]
@@ -494,6 +524,29 @@ mod tests {
         );
         // Before any plan there is nothing to keep.
         assert!(err(&o, "").contains("panicked"));
+    }
+
+    #[test]
+    fn a_crash_is_not_counted_again_by_the_console_check() {
+        let mut o = outcome(VmEnd::Exited { code: Some(0) });
+        o.splats = vec![
+            "[    1.000000] WARNING: CPU: 0 PID: 9 at x".into(),
+            "[    2.000000] Kernel panic - not syncing: dumptest".into(),
+        ];
+        o.splats_before_last_start = 1;
+        o.panic = Some(o.splats[1].clone());
+        let j = judge(&o, CUT, &lim(), Program::Selftests).unwrap();
+        let c = console_check(&o, &j.report.results);
+        assert_eq!(c.status, Status::Fail, "the earlier WARNING still counts");
+        assert!(
+            c.message.starts_with("kernel reported 1 problem line(s)"),
+            "{}",
+            c.message
+        );
+        o.splats_before_last_start = 0;
+        assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
+        // Without a crash every splat counts.
+        assert!(console_check(&o, &[]).message.contains("2 problem line(s)"));
     }
 
     #[test]
@@ -535,9 +588,20 @@ mod tests {
     fn splats_fail_the_console_check() {
         let mut o = outcome(VmEnd::Exited { code: Some(0) });
         o.splats = vec!["[    5.000000] WARNING: CPU: 0 PID: 1 at lkdtm".into()];
-        let c = console_check(&o);
+        let c = console_check(&o, &[]);
         assert_eq!(c.status, Status::Fail);
         assert!(c.message.contains("WARNING"), "{}", c.message);
+    }
+
+    #[test]
+    fn filters_select_like_the_guest_runner() {
+        let names: Vec<String> = ["t01_a", "t02_b", "t14_c"].map(String::from).to_vec();
+        assert_eq!(select(&names, &[]).unwrap(), names);
+        assert_eq!(
+            select(&names, &["t14".into(), "t01".into()]).unwrap(),
+            ["t01_a", "t14_c"]
+        );
+        assert_eq!(select(&names, &["t99".into()]).unwrap_err(), "t99");
     }
 
     #[test]
