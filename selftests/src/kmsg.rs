@@ -17,11 +17,13 @@ pub fn record_text(record: &str) -> &str {
     text.split('\n').next().unwrap_or("")
 }
 
-/// The messages that look like kernel reports.
+/// The messages that look like kernel reports, less the ones the project's
+/// allowlist (shared with the host's console watch) calls benign.
 pub fn find_splats<'a>(messages: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    let allowlist = guest_common::splat::allowlist();
     messages
         .into_iter()
-        .filter(|m| is_splat(m))
+        .filter(|m| is_splat(m) && !guest_common::splat::is_allowed(m, &allowlist))
         .cloned()
         .collect()
 }

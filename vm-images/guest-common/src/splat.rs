@@ -50,6 +50,30 @@ pub fn is_panic(msg: &str) -> bool {
     msg.contains(PANIC)
 }
 
+/// `vm-images/splat-allowlist.txt`, built into both sides: substrings of
+/// kernel lines known to be benign, so neither the guest's kmsg scan nor
+/// the host's console watch counts them.
+const ALLOWLIST_FILE: &str = include_str!("../../splat-allowlist.txt");
+
+/// Parses an allowlist: one substring per line, `#` comments.
+pub fn parse_allowlist(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The project's allowlist.
+pub fn allowlist() -> Vec<String> {
+    parse_allowlist(ALLOWLIST_FILE)
+}
+
+/// Whether `line` contains an entry of `allowlist`.
+pub fn is_allowed(line: &str, allowlist: &[String]) -> bool {
+    allowlist.iter().any(|a| line.contains(a.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +97,14 @@ mod tests {
         }
         assert!(is_panic("Kernel panic - not syncing: Fatal exception"));
         assert!(!is_panic("WARNING: CPU: 0 PID: 1 at x"));
+    }
+
+    #[test]
+    fn allowlist_entries_are_substrings_and_comments_are_ignored() {
+        let allow = parse_allowlist("# known benign\n\ninsert_page+0x1c\n");
+        assert_eq!(allow, ["insert_page+0x1c"]);
+        assert!(is_allowed("WARNING: at insert_page+0x1c/0x60", &allow));
+        assert!(!is_allowed("BUG: KASAN: x", &allow));
     }
 
     #[test]

@@ -10,7 +10,6 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program};
 
 use super::accel::AccelPicker;
-use super::console;
 use super::guest_image;
 use super::process::{self, Limits, VmEnd, VmOutcome};
 use super::qemu::{Accel, AccelChoice, GuestCommand, VmConfig};
@@ -149,7 +148,7 @@ pub struct Session {
 /// image, in that order: cheap checks fail before anything is built.
 pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared> {
     hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
-    let allowlist = load_allowlist()?;
+    let allowlist = guest_common::splat::allowlist();
     let cache_dir = project::cache_dir(source.cache_dir.as_deref())?;
     let run_dir = project::new_run_dir(&cache_dir, what)?;
     let targets = targets(source, vm, &run_dir)?;
@@ -391,12 +390,6 @@ pub fn console_check(outcome: &VmOutcome, results: &[TestResult]) -> TestResult 
             ),
         },
     }
-}
-
-pub fn load_allowlist() -> Result<Vec<String>> {
-    let path = project::root().join("vm-images/splat-allowlist.txt");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(console::parse_allowlist(&text))
 }
 
 pub fn check_filters(filters: &[String]) -> Result<()> {
