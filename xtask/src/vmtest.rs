@@ -5,7 +5,7 @@
 use std::fs;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program, TestInject};
 
 use crate::cli::VmtestArgs;
@@ -92,10 +92,7 @@ fn not_booted(
         seconds: 0.0,
     };
     eprintln!("== {}: not booted: {max} failure(s) already", target.name);
-    fs::write(
-        session.run_dir.join(format!("{}.ktap", target.name)),
-        report::ktap(&kr),
-    )?;
+    write_ktap(session, &kr)?;
     Ok(kr)
 }
 
@@ -179,11 +176,14 @@ fn kernel_run(
         seconds: run.outcome.elapsed.as_secs_f64(),
     };
     print_summary(&kr, &run.outcome);
-    fs::write(
-        session.run_dir.join(format!("{}.ktap", target.name)),
-        report::ktap(&kr),
-    )?;
+    write_ktap(session, &kr)?;
     Ok(kr)
+}
+
+/// `<kernel>.ktap` in the run's directory.
+fn write_ktap(session: &Session, run: &KernelRun) -> Result<()> {
+    let path = session.run_dir.join(format!("{}.ktap", run.kernel));
+    fs::write(&path, report::ktap(run)).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The JUnit file, the closing line, and the exit code.

@@ -194,11 +194,25 @@ fn plan() -> Vec<String> {
         .collect()
 }
 
+/// The planned tests, and where `culprit` stands among them.
+fn plan_and_position(culprit: &str) -> (Vec<String>, usize) {
+    let plan = plan();
+    let at = plan
+        .iter()
+        .position(|t| t == culprit)
+        .unwrap_or_else(|| panic!("{culprit} is not in the plan"));
+    (plan, at)
+}
+
+/// A report file of the run, e.g. `patched.ktap`.
+fn report_file(text: &str, name: &str) -> String {
+    fs::read_to_string(reports_dir(text).join(name)).unwrap()
+}
+
 /// Checks the KTAP of a run that died during `culprit`: every test before
 /// it kept its result, the culprit failed with `why`, the rest not run.
 fn assert_died_during(ktap: &str, culprit: &str, why: &str) {
-    let plan = plan();
-    let at = plan.iter().position(|t| t == culprit).unwrap();
+    let (plan, at) = plan_and_position(culprit);
     for (i, name) in plan.iter().enumerate() {
         let n = i + 1;
         let want = match i.cmp(&at) {
@@ -235,10 +249,9 @@ fn kernel_crash_mid_plan_keeps_every_result() {
         text.contains(&format!("CRASH {culprit}: the kernel panicked")),
         "{text}"
     );
-    let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
+    let ktap = report_file(&text, "patched.ktap");
     assert_died_during(&ktap, culprit, "Kernel panic - not syncing");
-    let plan = plan();
-    let before = plan.iter().position(|t| t == culprit).unwrap();
+    let (plan, before) = plan_and_position(culprit);
     let c = closing_counts(&text);
     // The tests before it, and the console check: the panic is the
     // crashed test's failure, not the console check's too.
@@ -246,7 +259,7 @@ fn kernel_crash_mid_plan_keeps_every_result() {
     assert_eq!(count(&c, "crashed"), 1, "{text}");
     assert_eq!(count(&c, "not run"), plan.len() - before - 1, "{text}");
     assert_eq!(count(&c, "failed"), 0, "{text}");
-    let junit = fs::read_to_string(reports_dir(&text).join("junit.xml")).unwrap();
+    let junit = report_file(&text, "junit.xml");
     assert!(junit.contains("errors=\"1\""), "{junit}");
     assert_eq!(junit.matches("<testcase ").count(), plan.len() + 1);
 }
@@ -265,7 +278,7 @@ fn guest_that_stops_responding_mid_plan_is_handled_like_a_crash() {
         &format!("freeze:{culprit}"),
     ]);
     assert_eq!(code, VM_FAILED, "{text}");
-    let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
+    let ktap = report_file(&text, "patched.ktap");
     // Ended by the stall limit (no results line for 120 s), well before the
     // overall timeout.
     assert_died_during(&ktap, culprit, "the guest hung: no results line for 120s");
@@ -293,8 +306,7 @@ fn a_hanging_test_costs_its_own_timeout_and_fail_fast_stops_the_run() {
         text.contains(&format!("FAIL {culprit}: timeout: killed after")),
         "{text}"
     );
-    let plan = plan();
-    let at = plan.iter().position(|t| t == culprit).unwrap();
+    let (plan, at) = plan_and_position(culprit);
     let c = closing_counts(&text);
     assert_eq!(
         count(&c, "passed"),
@@ -303,7 +315,7 @@ fn a_hanging_test_costs_its_own_timeout_and_fail_fast_stops_the_run() {
     );
     assert_eq!(count(&c, "failed"), 1, "{text}");
     assert_eq!(count(&c, "not run"), plan.len() - at - 1, "{text}");
-    let ktap = fs::read_to_string(reports_dir(&text).join("patched.ktap")).unwrap();
+    let ktap = report_file(&text, "patched.ktap");
     assert!(
         ktap.contains("# SKIP the runner stopped after 1 failure(s)"),
         "{ktap}"
