@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::cli::CiArgs;
+use crate::vm::virtiofsd;
 use crate::{hostdeps, project};
 
 /// One CI step: a name and the command it runs.
@@ -83,6 +84,19 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             ],
         ));
     }
+    steps.push(cargo(
+        "share tests",
+        &[
+            "test",
+            "-p",
+            "xtask",
+            "--test",
+            "share",
+            "--",
+            "--ignored",
+            "--test-threads=1",
+        ],
+    ));
     steps.push(xt("bench --quick", &["bench", "--quick"]));
     steps
 }
@@ -100,7 +114,14 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     let mut deps = hostdeps::BUILD.to_vec();
     deps.extend_from_slice(hostdeps::BOOT);
     deps.extend_from_slice(hostdeps::DEFAULT_SOURCE);
+    deps.extend_from_slice(hostdeps::SHARE_TESTS);
     hostdeps::ensure(&deps).context("checking the host tools")?;
+    // The share tests use virtiofs; a missing virtiofsd is installed once
+    // here rather than inside a test's time limit.
+    if let Err(why) = virtiofsd::find() {
+        crate::status!("deps", "{why}");
+        virtiofsd::install().context("installing virtiofsd for the share tests")?;
+    }
     let xtask = std::env::current_exe().context("finding the xtask binary")?;
     let gha = std::env::var_os("GITHUB_ACTIONS").is_some();
     let mut outcomes = Vec::new();
@@ -196,6 +217,7 @@ mod tests {
             "vmtest base + patched",
             "vmtest patched-debug",
             "fault tests",
+            "share tests",
             "bench --quick",
         ] {
             assert!(names.contains(&n), "missing step {n}: {names:?}");

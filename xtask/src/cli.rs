@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::kernel::{Flavor, KernelSpec};
 use crate::project;
 use crate::vm::qemu::AccelChoice;
+use crate::vm::share::ShareChoice;
 
 #[derive(Parser)]
 #[command(
@@ -25,6 +26,8 @@ pub enum Command {
     BuildKernel(BuildKernelArgs),
     /// Boot each kernel under QEMU and run the selftests in the guest.
     Vmtest(VmtestArgs),
+    /// Run a host command (or a shell) in the test VM, the host shared in.
+    Run(RunArgs),
     /// Reproduce the seed's timing table on each kernel, side by side.
     Bench(BenchArgs),
     /// Everything CI runs: checks, unit tests, kernels, vmtest, faults, bench.
@@ -133,9 +136,44 @@ pub struct VmtestArgs {
     /// Stop after N failing tests; the rest are reported as not run.
     #[arg(long, value_name = "N", conflicts_with = "fail_fast")]
     pub max_failures: Option<std::num::NonZeroUsize>,
+    /// Read the test programs from the host over a share instead of
+    /// packing them into the initramfs (auto: virtiofs, else 9p).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "auto", value_name = "HOW")]
+    pub share: Option<ShareChoice>,
     /// Test name filters (substrings), e.g. `-- t14 t02`.
     #[arg(last = true)]
     pub filters: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The kernel: base, patched, or the path of a bzImage of your own.
+    #[arg(long, default_value = "patched")]
+    pub kernel: String,
+    /// Use the debug kernel (KASAN, lockdep, DEBUG_VM, ...).
+    #[arg(long)]
+    pub debug: bool,
+    /// Accelerator: KVM where it can run the kernel, else TCG.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    pub accel: AccelChoice,
+    /// How the host is shared (auto: virtiofs, else 9p).
+    #[arg(long, value_enum, default_value_t = ShareChoice::Auto)]
+    pub share: ShareChoice,
+    /// An interactive shell on the guest's console instead of a command.
+    #[arg(long, conflicts_with = "command")]
+    pub shell: bool,
+    /// A kernel splat on the console does not change the exit status.
+    #[arg(long)]
+    pub allow_splat: bool,
+    /// Kill the guest after this many seconds (default: 900 under TCG for
+    /// a command, 3x for debug kernels; no limit for --shell).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 impl VmtestArgs {
@@ -198,6 +236,33 @@ mod tests {
             .map(KernelSpec::name)
             .collect();
         assert_eq!(names, ["patched-debug"]);
+    }
+
+    #[test]
+    fn share_flags() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Vmtest(a) => a.share,
+            _ => panic!("not vmtest"),
+        };
+        assert_eq!(parse(&["x", "vmtest"]), None);
+        assert_eq!(parse(&["x", "vmtest", "--share"]), Some(ShareChoice::Auto));
+        assert_eq!(
+            parse(&["x", "vmtest", "--share", "9p"]),
+            Some(ShareChoice::NineP)
+        );
+        assert_eq!(
+            parse(&["x", "vmtest", "--share", "--", "t14"]),
+            Some(ShareChoice::Auto)
+        );
+        let Command::Run(r) = Cli::try_parse_from(["x", "run", "--", "ls", "-l", "--color"])
+            .unwrap()
+            .command
+        else {
+            panic!("not run");
+        };
+        assert_eq!(r.command, ["ls", "-l", "--color"]);
+        assert_eq!((r.kernel.as_str(), r.share), ("patched", ShareChoice::Auto));
+        assert!(Cli::try_parse_from(["x", "run", "--shell", "--", "ls"]).is_err());
     }
 
     #[test]

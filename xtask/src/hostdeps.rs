@@ -18,7 +18,7 @@ pub struct Dep {
     pub package: &'static str,
 }
 
-const fn tool(command: &'static str, package: &'static str) -> Dep {
+pub const fn tool(command: &'static str, package: &'static str) -> Dep {
     Dep {
         what: command,
         command: Some(command),
@@ -27,7 +27,11 @@ const fn tool(command: &'static str, package: &'static str) -> Dep {
     }
 }
 
-const fn file(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Dep {
+pub const fn file(
+    what: &'static str,
+    paths: &'static [&'static str],
+    package: &'static str,
+) -> Dep {
     Dep {
         what,
         command: None,
@@ -66,6 +70,9 @@ pub const DEFAULT_SOURCE: &[Dep] = &[file(
     &[crate::kernel::source::DEFAULT_TARBALL],
     crate::kernel::source::DEFAULT_PACKAGE,
 )];
+
+/// What the share tests run in the guest, from the host's root.
+pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool")];
 
 /// What booting a kernel needs.
 pub const BOOT: &[Dep] = &[tool("qemu-system-x86_64", "qemu-system-x86")];
@@ -144,8 +151,14 @@ pub fn ensure(deps: &[Dep]) -> Result<()> {
 /// Set to 1 to never install anything, only report what is missing.
 pub const NO_INSTALL_ENV: &str = "BPFLAB_NO_INSTALL";
 
+/// Whether the harness may install what is missing (not with
+/// `BPFLAB_NO_INSTALL=1`).
+pub fn may_install() -> bool {
+    std::env::var_os(NO_INSTALL_ENV).is_none_or(|v| v != "1")
+}
+
 fn can_apt_install() -> bool {
-    if std::env::var_os(NO_INSTALL_ENV).is_some_and(|v| v == "1") {
+    if !may_install() {
         return false;
     }
     // SAFETY: geteuid has no preconditions and cannot fail.

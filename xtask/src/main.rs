@@ -1,7 +1,7 @@
 //! `cargo xtask`: build, boot and measure the lazy mmap BPF patch series.
 //!
 //! This file only parses the command line and dispatches. The commands
-//! (`build_kernel`, `vmtest`, `bench`, `ci`) are thin; the work is in
+//! (`build_kernel`, `vmtest`, `run`, `bench`, `ci`) are thin; the work is in
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report) and
 //! `report/` (what the guest said, and what the user reads).
 
@@ -13,6 +13,7 @@ mod hostdeps;
 mod kernel;
 mod project;
 mod report;
+mod run;
 mod util;
 mod vm;
 mod vmtest;
@@ -37,6 +38,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::BuildKernel(args) => build_kernel::run(args),
         Command::Vmtest(args) => vmtest::run(args),
+        Command::Run(args) => Ok(run::run(args)),
         Command::Bench(args) => bench::run(args),
         Command::Ci(args) => ci::run(args),
     };

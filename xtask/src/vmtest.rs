@@ -25,6 +25,7 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
         targets,
         mut session,
     } = session::prepare(&args.source, &args.vm, "vmtest")?;
+    session.share = args.share.map(|s| s.forced());
     let plan = session::planned_tests(&args.filters)?;
     inject.check_against(&plan)?;
     let mut runs = Vec::new();

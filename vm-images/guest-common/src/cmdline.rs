@@ -65,8 +65,10 @@ pub fn parse(cmdline: &str) -> Result<Parsed, String> {
         };
         match key {
             "run" => {
-                program = Program::parse(value)
-                    .ok_or(format!("bad {}={value:?} (selftests|bench)", param::RUN))?
+                program = Program::parse(value).ok_or(format!(
+                    "bad {}={value:?} (selftests|bench|command)",
+                    param::RUN
+                ))?
             }
             "kernel" if !value.is_empty() => kernel = Some(value.to_string()),
             "kernel" => return Err("empty bpflab.kernel=".to_string()),

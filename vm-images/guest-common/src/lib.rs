@@ -11,6 +11,7 @@ pub mod panic;
 pub mod port;
 pub mod proc;
 pub mod protocol;
+pub mod request;
 pub mod splat;
 
 pub use panic::panic_text;

@@ -77,16 +77,20 @@ impl ResultWord {
 pub enum Program {
     Selftests,
     Bench,
+    /// A host command (or shell) from the request, in the shared host root.
+    Command,
 }
 
 impl Program {
-    pub const ALL: [Program; 2] = [Program::Selftests, Program::Bench];
+    pub const ALL: [Program; 3] = [Program::Selftests, Program::Bench, Program::Command];
 
-    /// Name of the program, which is also its file name under /bin.
+    /// Name of the program; for selftests and bench also its file name
+    /// under /bin.
     pub fn name(self) -> &'static str {
         match self {
             Program::Selftests => "selftests",
             Program::Bench => "bench",
+            Program::Command => "command",
         }
     }
 

@@ -3,10 +3,15 @@
 
 use guest_common::cmdline::GuestCommand;
 use guest_common::protocol::Program;
+use guest_common::request::{Share, HOST_ROOT};
 
-/// The program's path in the initramfs: /bin/<name>.
-pub fn program_path(program: Program) -> String {
-    format!("/bin/{}", program.name())
+/// The program's path: /bin/<name> in the initramfs, or in the host's
+/// build directory when the guest binaries come from the share.
+pub fn program_path(program: Program, share: Option<&Share>) -> String {
+    match share.and_then(|s| s.bindir.as_deref()) {
+        Some(dir) => format!("{HOST_ROOT}{dir}/{}", program.name()),
+        None => format!("/bin/{}", program.name()),
+    }
 }
 
 /// The full argv (without argv[0]) for the program.
@@ -24,6 +29,7 @@ pub fn program_args(command: &GuestCommand, results: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guest_common::request::ShareKind;
 
     #[test]
     fn argv_and_paths() {
@@ -45,7 +51,16 @@ mod tests {
                 "5"
             ]
         );
-        assert_eq!(program_path(Program::Selftests), "/bin/selftests");
-        assert_eq!(program_path(Program::Bench), "/bin/bench");
+        assert_eq!(program_path(Program::Selftests, None), "/bin/selftests");
+        assert_eq!(program_path(Program::Bench, None), "/bin/bench");
+        let share = Share {
+            kind: ShareKind::Virtiofs,
+            project: "/p".into(),
+            bindir: Some("/p/target/guest/release".into()),
+        };
+        assert_eq!(
+            program_path(Program::Selftests, Some(&share)),
+            "/host/p/target/guest/release/selftests"
+        );
     }
 }

@@ -5,6 +5,8 @@
 //! including a Rust panic, ends in `sys::reboot()`, which never returns.
 
 mod cmdline;
+mod command;
+mod share;
 mod sys;
 mod verdict;
 
@@ -15,7 +17,8 @@ use std::process::Command;
 
 use guest_common::cmdline::{self as kernel_cmdline, GuestCommand as Config};
 use guest_common::panic_text;
-use guest_common::protocol::Inject;
+use guest_common::protocol::{Inject, Program};
+use guest_common::request::{Request, Share, REQUEST_PATH};
 use verdict::{Exit, Verdict};
 
 /// The second serial port carries machine-readable results to the host; the
@@ -67,7 +70,20 @@ fn run() -> Verdict {
         Some(Inject::Hang) | Some(Inject::Flood) | None => {}
     }
 
-    let verdict = run_program(&config);
+    let request = match read_request() {
+        Ok(r) => r,
+        Err(detail) => return Verdict::error(detail),
+    };
+    let verdict = match prepare_shares(&config, &request) {
+        Err(detail) => Verdict::error(detail),
+        Ok(()) => match (&request.command, config.program) {
+            (Some(cmd), Program::Command) => command::run(cmd),
+            (None, Program::Command) => {
+                Verdict::error("bpflab.run=command without a command in the request")
+            }
+            _ => run_program(&config, request.share.as_ref()),
+        },
+    };
 
     // After the program, so the host has seen the guest boot: the flood
     // must test the log cap, not the boot timeout.
@@ -96,6 +112,32 @@ fn mount_all() -> Result<(), String> {
                 return Err(detail);
             }
         }
+    }
+    Ok(())
+}
+
+/// The host's request from the initramfs, if it wrote one.
+fn read_request() -> Result<Request, String> {
+    match std::fs::read(REQUEST_PATH) {
+        Ok(bytes) => Request::decode(&bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Request::default()),
+        Err(e) => Err(sys::describe(&format!("read {REQUEST_PATH}"), &e)),
+    }
+}
+
+/// The host root at /host when the host shares it; for a host command,
+/// the whole root it runs in.
+fn prepare_shares(config: &Config, request: &Request) -> Result<(), String> {
+    let Some(share) = &request.share else {
+        return match config.program {
+            Program::Command => Err("bpflab.run=command without a share in the request".into()),
+            _ => Ok(()),
+        };
+    };
+    share::mount_host_root(share)?;
+    say(&format!("host root shared over {}", share.kind.name()));
+    if config.program == Program::Command {
+        share::build_command_root(share)?;
     }
     Ok(())
 }
@@ -155,9 +197,9 @@ fn flood_console() {
 }
 
 /// Runs the selected program with inherited stdio and maps how it ended.
-fn run_program(config: &Config) -> Verdict {
+fn run_program(config: &Config, share: Option<&Share>) -> Verdict {
     let name = config.program.name();
-    let path = cmdline::program_path(config.program);
+    let path = cmdline::program_path(config.program, share);
     // The host measures boot-to-first-test from this line.
     say(&format!("starting {name} at {}s", sys::uptime()));
     let status = Command::new(&path)

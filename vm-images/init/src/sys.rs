@@ -62,29 +62,45 @@ pub fn mount(m: &Mount) -> Result<Mounted, String> {
         }
         return Err(describe(&format!("mkdir {}", m.target), &e));
     }
-    let src = CString::new(m.fstype).expect("no NUL in fstype");
-    let target = CString::new(m.target).expect("no NUL in target");
-    // SAFETY: all pointers are valid NUL-terminated strings or NULL data.
+    match mount_fs(m.fstype, m.target, m.fstype, 0, "") {
+        Ok(()) => Ok(Mounted::Yes),
+        Err((errno, detail)) => match errno {
+            libc::ENODEV | libc::ENOENT if m.optional => Ok(Mounted::Absent(detail)),
+            _ => Err(detail),
+        },
+    }
+}
+
+/// mount(2): `source` of type `fstype` on `target`, with `flags` and the
+/// file system's `data` options. On failure, the errno and a detail such
+/// as `mount /host: ENODEV`.
+pub fn mount_fs(
+    source: &str,
+    target: &str,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: &str,
+) -> Result<(), (i32, String)> {
+    let c = |s: &str| CString::new(s).expect("no NUL in mount arguments");
+    let (src, tgt, fst, dat) = (c(source), c(target), c(fstype), c(data));
+    // SAFETY: all pointers are valid NUL-terminated strings.
     let rc = unsafe {
         libc::mount(
             src.as_ptr(),
-            target.as_ptr(),
-            src.as_ptr(),
-            0,
-            std::ptr::null(),
+            tgt.as_ptr(),
+            fst.as_ptr(),
+            flags,
+            dat.as_ptr().cast(),
         )
     };
     if rc == 0 {
-        return Ok(Mounted::Yes);
+        return Ok(());
     }
     let err = io::Error::last_os_error();
-    let what = format!("mount {}", m.target);
-    match err.raw_os_error() {
-        Some(libc::ENODEV | libc::ENOENT) if m.optional => {
-            Ok(Mounted::Absent(describe(&what, &err)))
-        }
-        _ => Err(describe(&what, &err)),
-    }
+    Err((
+        err.raw_os_error().unwrap_or(0),
+        describe(&format!("mount {target}"), &err),
+    ))
 }
 
 /// The kernel only opens /dev/console for init if the initramfs ships that

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use guest_common::request::{Request, REQUEST_PATH};
 use xshell::cmd;
 
 /// The guest's target; binaries are static-pie so they need no libraries.
@@ -34,6 +35,49 @@ pub enum Entry {
 /// run's own directory: another run rebuilding it cannot pull it from
 /// under a booting guest); returns its path.
 pub fn build(out_dir: &Path) -> Result<PathBuf> {
+    compile()?;
+    let entries = layout(
+        read_bin("init")?,
+        Some((read_bin("selftests")?, read_bin("bench")?)),
+    );
+    write_image(&out_dir.join("initramfs.cpio"), &entries)
+}
+
+/// An initramfs with /init and the host's request only: the programs
+/// come from the share. Written as `out`.
+pub fn build_for_share(out: &Path, request: &Request) -> Result<PathBuf> {
+    compile()?;
+    let mut entries = layout(read_bin("init")?, None);
+    entries.extend(request_entries(request));
+    write_image(out, &entries)
+}
+
+/// The request as a file at `guest_common::request::REQUEST_PATH`.
+pub fn request_entries(request: &Request) -> Vec<Entry> {
+    let path = REQUEST_PATH.trim_start_matches('/');
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    vec![
+        Entry::Dir { path: dir.into() },
+        Entry::File {
+            path: path.into(),
+            contents: request.encode(),
+            mode: 0o644,
+        },
+    ]
+}
+
+/// `cargo build` of the static guest binaries, once per process.
+pub fn compile() -> Result<()> {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if BUILT.get().is_some() {
+        return Ok(());
+    }
+    cargo_build()?;
+    let _ = BUILT.set(());
+    Ok(())
+}
+
+fn cargo_build() -> Result<()> {
     let sh = crate::project::shell()?;
     let target_dir = crate::project::root().join("target/guest");
     let _env = (
@@ -50,17 +94,18 @@ pub fn build(out_dir: &Path) -> Result<PathBuf> {
     )
     .quiet()
     .run()
-    .context("building the guest binaries (cargo build for the guest failed)")?;
-    let bin = guest_bin_dir();
-    let read = |name: &str| {
-        let path = bin.join(name);
-        fs::read(&path).with_context(|| format!("reading the guest binary {}", path.display()))
-    };
-    let entries = layout(read("init")?, read("selftests")?, read("bench")?);
-    let out = out_dir.join("initramfs.cpio");
-    let mut file = fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
-    write_newc(&entries, &mut file).with_context(|| format!("writing {}", out.display()))?;
-    Ok(out)
+    .context("building the guest binaries (cargo build for the guest failed)")
+}
+
+fn read_bin(name: &str) -> Result<Vec<u8>> {
+    let path = guest_bin_dir().join(name);
+    fs::read(&path).with_context(|| format!("reading the guest binary {}", path.display()))
+}
+
+fn write_image(out: &Path, entries: &[Entry]) -> Result<PathBuf> {
+    let mut file = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    write_newc(entries, &mut file).with_context(|| format!("writing {}", out.display()))?;
+    Ok(out.to_path_buf())
 }
 
 /// Where the static guest binaries are built.
@@ -71,15 +116,16 @@ pub fn guest_bin_dir() -> PathBuf {
         .join("release")
 }
 
-/// What the guest's root file system holds.
-pub fn layout(init: Vec<u8>, selftests: Vec<u8>, bench: Vec<u8>) -> Vec<Entry> {
+/// What the guest's root file system holds: /init, and the test programs
+/// unless they come from the share.
+pub fn layout(init: Vec<u8>, programs: Option<(Vec<u8>, Vec<u8>)>) -> Vec<Entry> {
     let dir = |p: &str| Entry::Dir { path: p.into() };
     let exe = |p: &str, contents| Entry::File {
         path: p.into(),
         contents,
         mode: 0o755,
     };
-    vec![
+    let mut entries = vec![
         dir("bin"),
         dir("dev"),
         // The kernel opens /dev/console for /init's stdio before anything
@@ -93,9 +139,12 @@ pub fn layout(init: Vec<u8>, selftests: Vec<u8>, bench: Vec<u8>) -> Vec<Entry> {
         dir("sys"),
         dir("tmp"),
         exe("init", init),
-        exe("bin/selftests", selftests),
-        exe("bin/bench", bench),
-    ]
+    ];
+    if let Some((selftests, bench)) = programs {
+        entries.push(exe("bin/selftests", selftests));
+        entries.push(exe("bin/bench", bench));
+    }
+    entries
 }
 
 /// Writes `entries` as a newc cpio archive.
@@ -149,7 +198,10 @@ mod tests {
 
     #[test]
     fn archive_has_init_console_and_binaries() {
-        let entries = layout(b"INIT".to_vec(), b"TESTS".to_vec(), b"BENCH".to_vec());
+        let entries = layout(
+            b"INIT".to_vec(),
+            Some((b"TESTS".to_vec(), b"BENCH".to_vec())),
+        );
         let mut buf = Vec::new();
         write_newc(&entries, &mut buf).unwrap();
         let listed = list_newc(&buf).unwrap();
@@ -161,5 +213,27 @@ mod tests {
         // newc: 110-byte headers, 4-byte alignment, a TRAILER!!! at the end.
         assert_eq!(buf.len() % 4, 0);
         assert!(buf.windows(10).any(|w| w == b"TRAILER!!!"));
+    }
+
+    #[test]
+    fn a_shared_run_carries_the_request_and_no_programs() {
+        let request = Request {
+            share: Some(guest_common::request::Share {
+                kind: guest_common::request::ShareKind::Virtiofs,
+                project: "/w".into(),
+                bindir: None,
+            }),
+            command: None,
+        };
+        let mut entries = layout(b"INIT".to_vec(), None);
+        entries.extend(request_entries(&request));
+        let mut buf = Vec::new();
+        write_newc(&entries, &mut buf).unwrap();
+        let listed = list_newc(&buf).unwrap();
+        let names: Vec<&str> = listed.iter().map(|e| e.0.as_str()).collect();
+        assert!(names.contains(&"bpflab") && names.contains(&"bpflab/request"));
+        assert!(!names.contains(&"bin/selftests"));
+        let size = listed.iter().find(|e| e.0 == "bpflab/request").unwrap().2;
+        assert_eq!(size as usize, request.encode().len());
     }
 }

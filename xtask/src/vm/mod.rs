@@ -7,4 +7,7 @@ pub mod console;
 pub mod guest_image;
 pub mod process;
 pub mod qemu;
+pub mod relay;
 pub mod session;
+pub mod share;
+pub mod virtiofsd;

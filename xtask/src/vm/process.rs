@@ -7,13 +7,15 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use super::console;
-use super::qemu::{self, VmConfig};
+use super::qemu::{self, GuestIo, VmConfig};
+use super::relay::TailReader;
 use crate::util::spawn_tied;
 
 /// Console log cap: a guest flooding the console cannot fill the disk.
@@ -102,35 +104,50 @@ enum Line {
     Stderr(String),
 }
 
+/// Runs the guest of `cfg` to its end. `on_guest_output` is called once,
+/// at the guest's first console line: QEMU has set up every device by
+/// then.
 pub fn run(
     cfg: &VmConfig,
     console_log: &Path,
     limits: &Limits,
     allowlist: &[String],
+    on_guest_output: &mut dyn FnMut(),
 ) -> Result<VmOutcome> {
     // The results file must start empty: a stale verdict must never count.
     fs::write(&cfg.results, b"").with_context(|| format!("creating {}", cfg.results.display()))?;
     let args = qemu::qemu_args(cfg);
     let started = Instant::now();
+    // Under --shell QEMU's stdio is the user's terminal and the console a
+    // file; otherwise the console is QEMU's stdout.
+    let console_file = match &cfg.io {
+        GuestIo::Shell { console } => Some(console.as_path()),
+        _ => None,
+    };
+    let mut command = Command::new("qemu-system-x86_64");
+    command.args(&args).stderr(Stdio::piped());
+    if console_file.is_some() {
+        command.stdin(Stdio::inherit()).stdout(Stdio::inherit());
+    } else {
+        command.stdin(Stdio::null()).stdout(Stdio::piped());
+    }
+    if let Some(path) = console_file {
+        fs::write(path, b"").with_context(|| format!("creating {}", path.display()))?;
+    }
     // QEMU dies with the harness (see spawn_tied), and with `run` (Reaper).
-    let mut child = Reaper(
-        spawn_tied(
-            Command::new("qemu-system-x86_64")
-                .args(&args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped()),
-        )
-        .context(
-            "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
-        )?,
-    );
+    let mut child = Reaper(spawn_tied(&mut command).context(
+        "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
+    )?);
     let (tx, rx) = mpsc::channel();
-    let stdout = child.0.stdout.take().context("qemu stdout")?;
+    let console_done = Arc::new(AtomicBool::new(false));
+    let console: Box<dyn Read + Send> = match console_file {
+        Some(path) => Box::new(TailReader::open(path, console_done.clone())?),
+        None => Box::new(child.0.stdout.take().context("qemu stdout")?),
+    };
     let stderr = child.0.stderr.take().context("qemu stderr")?;
     let tx2 = tx.clone();
     let out_reader =
-        std::thread::spawn(move || read_lines(stdout, |l| tx.send(Line::Console(l)).is_ok()));
+        std::thread::spawn(move || read_lines(console, |l| tx.send(Line::Console(l)).is_ok()));
     let err_reader =
         std::thread::spawn(move || read_lines(stderr, |l| tx2.send(Line::Stderr(l)).is_ok()));
 
@@ -148,9 +165,11 @@ pub fn run(
         watch_kvm: cfg.accel == qemu::Accel::Kvm,
         started,
         allowlist,
+        on_guest_output,
     };
     let end = watch.until_end(&mut child, &rx, limits, &cfg.results)?;
     drop(child);
+    console_done.store(true, Ordering::Release);
     let _ = out_reader.join();
     let _ = err_reader.join();
     for line in rx.try_iter() {
@@ -186,6 +205,7 @@ struct Watcher<'a> {
     watch_kvm: bool,
     started: Instant,
     allowlist: &'a [String],
+    on_guest_output: &'a mut dyn FnMut(),
 }
 
 impl Watcher<'_> {
@@ -247,6 +267,9 @@ impl Watcher<'_> {
     fn handle(&mut self, line: Line) -> Result<()> {
         match line {
             Line::Console(l) => {
+                if self.console_lines == 0 {
+                    (self.on_guest_output)();
+                }
                 self.console_lines += 1;
                 self.log.write_line(&l)?;
                 if self.boot_secs.is_none() && l.contains(BOOT_MARKER) {

@@ -39,6 +39,33 @@ pub struct VmConfig {
     /// Where the guest's second serial port (the results channel) goes.
     pub results: PathBuf,
     pub guest: GuestCommand,
+    /// The host's directories in the guest, if shared.
+    pub share: Option<ShareDevices>,
+    /// Where the console and a host command's output go.
+    pub io: GuestIo,
+}
+
+/// How the host's root (read-only) and the project (read-write) are
+/// exported to the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareDevices {
+    /// vhost-user-fs devices served by two virtiofsd sockets.
+    Virtiofs { root: PathBuf, project: PathBuf },
+    /// virtio-9p devices served by QEMU itself.
+    NineP { project: PathBuf },
+}
+
+/// The console and, for `run`, the command's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestIo {
+    /// The console on QEMU's stdout, read by the harness.
+    Console,
+    /// As `Console`, plus the command's stdout and stderr on virtio-serial
+    /// ports written to these files, which the harness relays.
+    Command { stdout: PathBuf, stderr: PathBuf },
+    /// QEMU's stdio is the user's terminal, as the guest's virtio console
+    /// (the shell's); the kernel console goes to this file.
+    Shell { console: PathBuf },
 }
 
 impl VmConfig {
@@ -61,8 +88,104 @@ impl VmConfig {
             numa_nodes: 2,
             results: results.to_path_buf(),
             guest,
+            share: None,
+            io: GuestIo::Console,
         }
     }
+}
+
+/// QEMU option values escape a comma by doubling it.
+fn escape(path: &Path) -> String {
+    path.display().to_string().replace(',', ",,")
+}
+
+/// The share's devices. virtiofs maps guest memory into virtiofsd, so the
+/// guest's RAM must be a shared memory backend (it keeps `-m`'s size).
+pub fn share_args(share: &ShareDevices, memory_mib: u32) -> Vec<String> {
+    use guest_common::request::{PROJECT_TAG, ROOT_TAG};
+    match share {
+        ShareDevices::Virtiofs { root, project } => {
+            let mut args = vec![
+                "-object".into(),
+                format!("memory-backend-memfd,id=mem,size={memory_mib}M,share=on"),
+                "-machine".into(),
+                "memory-backend=mem".into(),
+            ];
+            for (id, socket, tag) in [
+                ("vfsroot", root, ROOT_TAG),
+                ("vfsproj", project, PROJECT_TAG),
+            ] {
+                args.extend([
+                    "-chardev".into(),
+                    format!("socket,id={id},path={}", escape(socket)),
+                    "-device".into(),
+                    // The tag goes to the device, never to virtiofsd.
+                    format!("vhost-user-fs-pci,chardev={id},tag={tag}"),
+                ]);
+            }
+            args
+        }
+        ShareDevices::NineP { project } => {
+            let mut args = Vec::new();
+            for (id, path, tag, ro) in [
+                ("p9root", Path::new("/"), ROOT_TAG, ",readonly=on"),
+                ("p9proj", project.as_path(), PROJECT_TAG, ""),
+            ] {
+                args.extend([
+                    "-fsdev".into(),
+                    // multidevs=remap: the host root spans several file
+                    // systems, whose inode numbers must not collide.
+                    format!(
+                        "local,id={id},path={},security_model=none,multidevs=remap{ro}",
+                        escape(path)
+                    ),
+                    "-device".into(),
+                    format!("virtio-9p-pci,fsdev={id},mount_tag={tag}"),
+                ]);
+            }
+            args
+        }
+    }
+}
+
+/// The console's chardev, and the command's output devices.
+pub fn io_args(io: &GuestIo) -> Vec<String> {
+    use guest_common::request::{STDERR_PORT, STDOUT_PORT};
+    let mut args: Vec<String> = vec!["-chardev".into()];
+    match io {
+        GuestIo::Console | GuestIo::Command { .. } => {
+            args.push("stdio,id=console,signal=off".into())
+        }
+        GuestIo::Shell { console } => {
+            args.push(format!("file,id=console,path={}", escape(console)))
+        }
+    }
+    args.extend(["-serial".into(), "chardev:console".into()]);
+    match io {
+        GuestIo::Console => {}
+        GuestIo::Command { stdout, stderr } => {
+            args.extend(["-device".into(), "virtio-serial-pci".into()]);
+            for (id, file, name) in [("out", stdout, STDOUT_PORT), ("err", stderr, STDERR_PORT)] {
+                args.extend([
+                    "-chardev".into(),
+                    format!("file,id={id},path={}", escape(file)),
+                    "-device".into(),
+                    format!("virtserialport,chardev={id},name={name}"),
+                ]);
+            }
+        }
+        GuestIo::Shell { .. } => args.extend([
+            "-device".into(),
+            "virtio-serial-pci".into(),
+            // signal=off: Ctrl-C goes to the guest's foreground process,
+            // not to QEMU.
+            "-chardev".into(),
+            "stdio,id=term,signal=off".into(),
+            "-device".into(),
+            "virtconsole,chardev=term".into(),
+        ]),
+    }
+    args
 }
 
 pub fn accel_args(accel: Accel) -> Vec<String> {
@@ -109,21 +232,19 @@ pub fn qemu_args(cfg: &VmConfig) -> Vec<String> {
         cfg.initramfs.display().to_string(),
         "-append".into(),
         kernel_cmdline(cfg),
-        // ttyS0: the console, read live by the harness.
+    ]);
+    // ttyS0: the console, read live by the harness.
+    args.extend(io_args(&cfg.io));
+    // ttyS1: test results only, so kernel messages never interleave.
+    args.extend([
         "-chardev".into(),
-        "stdio,id=console,signal=off".into(),
-        "-serial".into(),
-        "chardev:console".into(),
-        // ttyS1: test results only, so kernel messages never interleave.
-        "-chardev".into(),
-        // QEMU option values escape a comma by doubling it.
-        format!(
-            "file,id=results,path={}",
-            cfg.results.display().to_string().replace(',', ",,")
-        ),
+        format!("file,id=results,path={}", escape(&cfg.results)),
         "-serial".into(),
         "chardev:results".into(),
     ]);
+    if let Some(share) = &cfg.share {
+        args.extend(share_args(share, cfg.memory_mib));
+    }
     args
 }
 
@@ -223,6 +344,99 @@ mod tests {
         );
         assert!(!line.contains("numa="));
         assert!(!line.contains("bpflab.args"));
+    }
+
+    #[test]
+    fn virtiofs_needs_shared_memory_and_tags_on_the_devices() {
+        let mut c = cfg(Accel::Tcg);
+        c.share = Some(ShareDevices::Virtiofs {
+            root: "/s/root.sock".into(),
+            project: "/s/proj,1.sock".into(),
+        });
+        let args = qemu_args(&c);
+        assert_eq!(
+            value_after(&args, "-object"),
+            ["memory-backend-memfd,id=mem,size=4096M,share=on"]
+        );
+        assert_eq!(value_after(&args, "-machine"), ["memory-backend=mem"]);
+        assert_eq!(value_after(&args, "-m"), ["4096M"], "the backend keeps -m");
+        let chardevs = value_after(&args, "-chardev");
+        assert!(chardevs.contains(&"socket,id=vfsroot,path=/s/root.sock"));
+        assert!(chardevs.contains(&"socket,id=vfsproj,path=/s/proj,,1.sock"));
+        assert_eq!(
+            value_after(&args, "-device"),
+            [
+                "vhost-user-fs-pci,chardev=vfsroot,tag=bpflab-root",
+                "vhost-user-fs-pci,chardev=vfsproj,tag=bpflab-project"
+            ]
+        );
+        assert!(
+            !args.iter().any(|a| a == "-numa"),
+            "numa=fake stays on the cmdline"
+        );
+    }
+
+    #[test]
+    fn nine_p_shares_the_root_read_only_and_the_project_writable() {
+        let mut c = cfg(Accel::Tcg);
+        c.share = Some(ShareDevices::NineP {
+            project: "/work/p".into(),
+        });
+        let args = qemu_args(&c);
+        assert_eq!(
+            value_after(&args, "-fsdev"),
+            [
+                "local,id=p9root,path=/,security_model=none,multidevs=remap,readonly=on",
+                "local,id=p9proj,path=/work/p,security_model=none,multidevs=remap"
+            ]
+        );
+        assert_eq!(
+            value_after(&args, "-device"),
+            [
+                "virtio-9p-pci,fsdev=p9root,mount_tag=bpflab-root",
+                "virtio-9p-pci,fsdev=p9proj,mount_tag=bpflab-project"
+            ]
+        );
+        assert!(
+            value_after(&args, "-object").is_empty(),
+            "9p needs no shared memory"
+        );
+    }
+
+    #[test]
+    fn a_command_gets_two_output_ports_and_a_shell_the_terminal() {
+        let mut c = cfg(Accel::Tcg);
+        c.io = GuestIo::Command {
+            stdout: "/r/out".into(),
+            stderr: "/r/err".into(),
+        };
+        let args = qemu_args(&c);
+        assert_eq!(
+            value_after(&args, "-chardev"),
+            [
+                "stdio,id=console,signal=off",
+                "file,id=out,path=/r/out",
+                "file,id=err,path=/r/err",
+                "file,id=results,path=/r/results.txt"
+            ]
+        );
+        assert_eq!(
+            value_after(&args, "-device"),
+            [
+                "virtio-serial-pci",
+                "virtserialport,chardev=out,name=bpflab.stdout",
+                "virtserialport,chardev=err,name=bpflab.stderr"
+            ]
+        );
+        c.io = GuestIo::Shell {
+            console: "/r/console.raw".into(),
+        };
+        let args = qemu_args(&c);
+        let chardevs = value_after(&args, "-chardev");
+        assert_eq!(chardevs[0], "file,id=console,path=/r/console.raw");
+        assert!(chardevs.contains(&"stdio,id=term,signal=off"));
+        assert!(value_after(&args, "-device").contains(&"virtconsole,chardev=term"));
+        assert_eq!(value_after(&args, "-serial")[0], "chardev:console");
     }
 
     #[test]

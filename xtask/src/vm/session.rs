@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program};
+use guest_common::request::{HostCommand, Request, ShareKind};
 
 use super::accel::AccelPicker;
 use super::guest_image;
 use super::process::{self, Limits, VmEnd, VmOutcome};
-use super::qemu::{Accel, AccelChoice, GuestCommand, VmConfig};
+use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, VmConfig};
+use super::share::{self, ActiveShare};
 use crate::cli::{SourceArgs, VmArgs};
 use crate::kernel::{self, Flavor, KernelSpec};
 use crate::report::protocol::{self, Death, GuestReport, Status, TestResult, Verdict};
@@ -139,28 +141,40 @@ pub struct Prepared {
 pub struct Session {
     pub run_dir: PathBuf,
     allowlist: Vec<String>,
-    initramfs: PathBuf,
+    /// The hermetic guest image, built at the first boot that needs it.
+    initramfs: Option<PathBuf>,
     picker: AccelPicker,
     timeout: Option<u64>,
+    /// Share the host with each guest (`Some`), forcing a transport or
+    /// not; `None` boots the hermetic initramfs.
+    pub share: Option<Option<ShareKind>>,
+    /// Where the console and a host command's output go.
+    pub io: GuestIo,
+    /// The host command a `Program::Command` guest runs.
+    pub host_command: Option<HostCommand>,
 }
 
 /// Host tools, the allowlist, a run directory, the kernels and the guest
-/// image, in that order: cheap checks fail before anything is built.
+/// binaries, in that order: cheap checks fail before anything is built.
 pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared> {
     hostdeps::ensure(hostdeps::BOOT).context("checking the host tools for booting a kernel")?;
     let allowlist = guest_common::splat::allowlist();
     let cache_dir = project::cache_dir(source.cache_dir.as_deref())?;
     let run_dir = project::new_run_dir(&cache_dir, what)?;
     let targets = targets(source, vm, &run_dir)?;
-    let initramfs = guest_image::build(&run_dir)?;
+    // Also what `planned_tests` lists the tests with.
+    guest_image::compile()?;
     Ok(Prepared {
         targets,
         session: Session {
             run_dir,
             allowlist,
-            initramfs,
+            initramfs: None,
             picker: AccelPicker::new(vm.accel, &cache_dir),
             timeout: vm.timeout,
+            share: None,
+            io: GuestIo::Console,
+            host_command: None,
         },
     })
 }
@@ -182,21 +196,41 @@ impl Session {
             let accel = self.picker.current();
             let results = self.run_dir.join(format!("results-{}.txt", target.name));
             let console_log = self.run_dir.join(format!("console-{}.log", target.name));
-            let cfg = VmConfig::new(
+            // Held until QEMU is gone: dropping it stops virtiofsd.
+            let share = self.start_share(target, guest.program)?;
+            let initramfs = match &share {
+                Some((_, image)) => image.clone(),
+                None => self.hermetic_image()?,
+            };
+            let mut cfg =
+                VmConfig::new(accel, &target.bzimage, &initramfs, &results, guest.clone());
+            cfg.share = share.as_ref().map(|(s, _)| s.devices.clone());
+            cfg.io = self.io.clone();
+            let limits = limits(
                 accel,
-                &target.bzimage,
-                &self.initramfs,
-                &results,
-                guest.clone(),
+                target.debug,
+                self.timeout,
+                self.host_command.as_ref(),
             );
-            let limits = limits(accel, target.debug, self.timeout);
+            let over = share
+                .as_ref()
+                .map(|(s, _)| format!(", host shared over {}", s.kind.name()))
+                .unwrap_or_default();
             crate::status!(
                 &target.name,
-                "booting under {} (console: {})",
+                "booting under {}{over} (console: {})",
                 accel.name(),
                 console_log.display()
             );
-            let outcome = process::run(&cfg, &console_log, &limits, &self.allowlist)?;
+            // Once QEMU is connected, virtiofsd's sockets are not needed:
+            // gone from then on, even if the harness is killed.
+            let mut release = || {
+                if let Some((s, _)) = &share {
+                    s.release_sockets();
+                }
+            };
+            let outcome = process::run(&cfg, &console_log, &limits, &self.allowlist, &mut release)?;
+            drop(share);
             if let VmEnd::KvmFailure(line) = &outcome.end {
                 if self.picker.choice() == AccelChoice::Auto {
                     crate::status!(
@@ -229,18 +263,77 @@ impl Session {
     }
 }
 
+impl Session {
+    fn hermetic_image(&mut self) -> Result<PathBuf> {
+        if self.initramfs.is_none() {
+            self.initramfs = Some(guest_image::build(&self.run_dir)?);
+        }
+        Ok(self.initramfs.clone().expect("just built"))
+    }
+
+    /// The share for one boot (virtiofsd serves one connection) and the
+    /// initramfs that tells the guest about it: /init and the request,
+    /// the programs read from the host's build directory.
+    fn start_share(
+        &self,
+        target: &Target,
+        program: Program,
+    ) -> Result<Option<(ActiveShare, PathBuf)>> {
+        let Some(forced) = self.share else {
+            return Ok(None);
+        };
+        let root = project::root();
+        let log = self.run_dir.join(format!("virtiofsd-{}.log", target.name));
+        let active = share::start(forced, &root, &log)?;
+        let bindir = (program != Program::Command).then(guest_image::guest_bin_dir);
+        let request = Request {
+            share: Some(active.request(&root, bindir.as_deref())),
+            command: self.host_command.clone(),
+        };
+        let image = self.run_dir.join(format!("initramfs-{}.cpio", target.name));
+        let image = guest_image::build_for_share(&image, &request)?;
+        Ok(Some((active, image)))
+    }
+}
+
 /// How much slower a debug kernel (KASAN, lockdep, ...) runs: its boot,
 /// overall and per-test limits are this much longer.
 pub const DEBUG_SLOWDOWN: u32 = 3;
 
-fn limits(accel: Accel, debug: bool, timeout: Option<u64>) -> Limits {
+const TCG_BOOT: u64 = 60;
+const TCG_OVERALL: u64 = 900;
+
+/// No limit, in practice: an interactive shell lasts as long as its user.
+const FOREVER: u64 = 365 * 24 * 3600;
+
+fn limits(
+    accel: Accel,
+    debug: bool,
+    timeout: Option<u64>,
+    command: Option<&HostCommand>,
+) -> Limits {
     let slow = if debug { u64::from(DEBUG_SLOWDOWN) } else { 1 };
+    if let Some(cmd) = command {
+        // A host command says nothing on the results channel until it
+        // ends: only the boot and overall limits apply.
+        let default = if cmd.shell {
+            FOREVER
+        } else {
+            TCG_OVERALL * slow
+        };
+        let overall = Duration::from_secs(timeout.unwrap_or(default));
+        return Limits {
+            boot: Duration::from_secs(TCG_BOOT * slow),
+            overall,
+            stall: overall,
+        };
+    }
     // The slowest test (T19) takes 9 s under TCG and its timeout is 60 s,
     // plus up to 10 s for its maps to go: 120 s without a results line is
     // a wedged guest.
     let (boot, overall, stall) = match accel {
         Accel::Kvm => (30, 600, 90),
-        Accel::Tcg => (60, 900, 120),
+        Accel::Tcg => (TCG_BOOT, TCG_OVERALL, 120),
     };
     Limits {
         boot: Duration::from_secs(boot * slow),
@@ -465,7 +558,7 @@ mod tests {
     }
 
     fn lim() -> Limits {
-        limits(Accel::Tcg, false, None)
+        limits(Accel::Tcg, false, None, None)
     }
 
     const OK: &str = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-VERDICT pass exit=0\n";
@@ -606,9 +699,11 @@ mod tests {
 
     #[test]
     fn debug_kernels_get_longer_limits() {
-        assert!(limits(Accel::Tcg, true, None).boot > limits(Accel::Tcg, false, None).boot);
+        assert!(
+            limits(Accel::Tcg, true, None, None).boot > limits(Accel::Tcg, false, None, None).boot
+        );
         assert_eq!(
-            limits(Accel::Tcg, false, Some(5)).overall,
+            limits(Accel::Tcg, false, Some(5), None).overall,
             Duration::from_secs(5)
         );
     }

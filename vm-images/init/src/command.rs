@@ -1,0 +1,207 @@
+//! Runs the host command of the request inside the shared host root: in
+//! its host working directory, with its environment, its stdout and
+//! stderr on two virtio-serial ports the host relays, or for `--shell` a
+//! session on the virtio console with the host terminal's size.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use guest_common::request::{
+    exit_status, HostCommand, HOST_ROOT, SHELL_TTY, STDERR_PORT, STDOUT_PORT,
+};
+
+use crate::say;
+use crate::sys::describe;
+use crate::verdict::{Outcome, Verdict};
+
+/// Ports and consoles appear when the host side announces them, which may
+/// be after /init starts.
+const DEVICE_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `cmd` and returns the verdict that carries its exit status.
+pub fn run(cmd: &HostCommand) -> Verdict {
+    let cwd = format!("{HOST_ROOT}{}", cmd.cwd);
+    if !Path::new(&cwd).is_dir() {
+        return Verdict::error(format!(
+            "the working directory {} is not visible in the guest (the host root is shared \
+             read-only with tmpfs over /tmp, /run and /var/tmp; the project read-write): \
+             run from inside the project",
+            cmd.cwd
+        ));
+    }
+    let mut command = match prepare(cmd) {
+        Ok(c) => c,
+        Err(detail) => return Verdict::error(detail),
+    };
+    say(&format!("starting command at {}s", crate::sys::uptime()));
+    let status = match command.spawn() {
+        Ok(mut child) => match child.wait() {
+            Ok(st) => exit_status(st.code(), st.signal()),
+            Err(e) => return Verdict::error(describe("wait", &e)),
+        },
+        Err(e) => not_started(cmd, &e),
+    };
+    // Give the host time to take the last output off the ports before
+    // the reboot ends the VM.
+    std::thread::sleep(Duration::from_millis(100));
+    from_status(status)
+}
+
+/// The verdict of a command that ended with `status`.
+pub fn from_status(status: i32) -> Verdict {
+    Verdict {
+        outcome: if status == 0 {
+            Outcome::Pass
+        } else {
+            Outcome::Fail
+        },
+        detail: format!("status={status}"),
+    }
+}
+
+/// Like a shell: 127 for a command that is not there, 126 for one that
+/// cannot be executed; the reason goes where the command's errors go.
+fn not_started(cmd: &HostCommand, err: &std::io::Error) -> i32 {
+    let status = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    let line = describe(&format!("bpflab: {}", cmd.argv[0]), err);
+    say(&line);
+    if let Ok(mut port) = output_port(STDERR_PORT, cmd.shell) {
+        use std::io::Write;
+        let _ = writeln!(port, "{line}");
+    }
+    status
+}
+
+fn prepare(cmd: &HostCommand) -> Result<Command, String> {
+    let mut command = Command::new(&cmd.argv[0]);
+    command
+        .args(&cmd.argv[1..])
+        .env_clear()
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)));
+    let cwd = cmd.cwd.clone();
+    let tty = if cmd.shell {
+        wait_for(Path::new(SHELL_TTY))?;
+        Some((cmd.rows, cmd.cols))
+    } else {
+        command
+            .stdin(Stdio::null())
+            .stdout(output_port(STDOUT_PORT, false)?)
+            .stderr(output_port(STDERR_PORT, false)?);
+        None
+    };
+    // SAFETY: the closure only makes system calls (chroot, chdir, setsid,
+    // open, ioctl, dup2) between fork and exec.
+    unsafe {
+        command.pre_exec(move || enter(&cwd, tty));
+    }
+    Ok(command)
+}
+
+/// In the child: into the host root and working directory, a session of
+/// its own, and for a shell the console as its controlling terminal.
+fn enter(cwd: &str, tty: Option<(u16, u16)>) -> std::io::Result<()> {
+    std::os::unix::fs::chroot(HOST_ROOT)?;
+    std::env::set_current_dir(cwd)?;
+    // SAFETY: setsid has no preconditions.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let Some((rows, cols)) = tty else {
+        return Ok(());
+    };
+    let term = OpenOptions::new().read(true).write(true).open(SHELL_TTY)?;
+    let fd = term.as_raw_fd();
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: fd is an open terminal; the pointers are valid for the call.
+    unsafe {
+        if libc::ioctl(fd, libc::TIOCSCTTY, 0) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if rows > 0 && cols > 0 {
+            libc::ioctl(fd, libc::TIOCSWINSZ, &size);
+        }
+        for target in 0..3 {
+            libc::dup2(fd, target);
+        }
+    }
+    Ok(())
+}
+
+/// The device of the virtio-serial port named `name` (or the shell's
+/// console), opened for writing.
+fn output_port(name: &str, shell: bool) -> Result<File, String> {
+    let path = if shell {
+        PathBuf::from(SHELL_TTY)
+    } else {
+        find_port(name)?
+    };
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|e| describe(&format!("open {}", path.display()), &e))
+}
+
+/// /dev/vportNpM of the port the host named `name`, waiting for it.
+fn find_port(name: &str) -> Result<PathBuf, String> {
+    let started = Instant::now();
+    loop {
+        if let Ok(dir) = std::fs::read_dir("/sys/class/virtio-ports") {
+            for entry in dir.flatten() {
+                let named = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
+                if named.trim() == name {
+                    let dev = Path::new("/dev").join(entry.file_name());
+                    wait_for(&dev)?;
+                    return Ok(dev);
+                }
+            }
+        }
+        if started.elapsed() > DEVICE_WAIT {
+            return Err(format!(
+                "no virtio-serial port named {name} within {DEVICE_WAIT:?} (is the kernel built \
+                 with CONFIG_VIRTIO_CONSOLE?)"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_for(path: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    while !path.exists() {
+        if started.elapsed() > DEVICE_WAIT {
+            return Err(format!(
+                "{} did not appear within {DEVICE_WAIT:?}",
+                path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_carries_the_status() {
+        let v = from_status(0);
+        assert_eq!((v.outcome, v.detail.as_str()), (Outcome::Pass, "status=0"));
+        let v = from_status(137);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(v.line(), "BPFLAB-VERDICT fail status=137\n");
+    }
+}

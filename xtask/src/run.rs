@@ -1,0 +1,247 @@
+//! `cargo xtask run`: a host command, or a shell, in the test VM. The
+//! host's root is shared read-only and the project read-write (see
+//! `vm/share.rs`); the command runs in the caller's working directory
+//! with the caller's environment, its stdout and stderr streamed back,
+//! and the exit status is the command's (128+N for a signal).
+//!
+//! Exit status: the command's; 125 when the VM could not run it (setup,
+//! boot, a panic, a timeout); a kernel splat turns a 0 into 1 unless
+//! `--allow-splat`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use guest_common::protocol::Program;
+use guest_common::request::HostCommand;
+
+use crate::cli::{RunArgs, VmArgs};
+use crate::kernel::Flavor;
+use crate::vm::process::VmOutcome;
+use crate::vm::qemu::GuestIo;
+use crate::vm::relay::Relay;
+use crate::vm::session::{self, GuestRun};
+
+/// The VM could not run the command (as `env` and `docker run` use it).
+pub const EXIT_VM: u8 = 125;
+
+pub fn run(args: RunArgs) -> ExitCode {
+    match run_command(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_VM)
+        }
+    }
+}
+
+fn run_command(args: &RunArgs) -> Result<u8> {
+    let command = host_command(args)?;
+    let vm = VmArgs {
+        kernels: vec![args.kernel.clone()],
+        debug: args.debug,
+        accel: args.accel,
+        claim: Flavor::Patched,
+        timeout: args.timeout,
+        inject: None,
+    };
+    let prepared = session::prepare(&args.source, &vm, "run")?;
+    let target = &prepared.targets[0];
+    let mut session = prepared.session;
+    let run_dir = session.run_dir.clone();
+    session.share = Some(args.share.forced());
+    session.host_command = Some(command);
+    let outputs = (run_dir.join("stdout"), run_dir.join("stderr"));
+    session.io = if args.shell {
+        GuestIo::Shell {
+            console: run_dir.join(format!("console-{}.raw", target.name)),
+        }
+    } else {
+        for file in [&outputs.0, &outputs.1] {
+            std::fs::write(file, b"").with_context(|| format!("creating {}", file.display()))?;
+        }
+        GuestIo::Command {
+            stdout: outputs.0.clone(),
+            stderr: outputs.1.clone(),
+        }
+    };
+    let guest = target.guest(Program::Command, Vec::new(), None);
+    let ran = if args.shell {
+        let _terminal = TerminalGuard::save();
+        session.run_guest(target, guest)
+    } else {
+        let relays = (
+            Relay::start(&outputs.0, std::io::stdout())?,
+            Relay::start(&outputs.1, std::io::stderr())?,
+        );
+        let ran = session.run_guest(target, guest);
+        relays.0.finish()?;
+        relays.1.finish()?;
+        ran
+    };
+    exit_code(&ran?, args.allow_splat)
+}
+
+/// The command's status, after what the kernel said about it.
+fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
+    if let Some(why) = &ran.vm_failure {
+        bail!("{why}");
+    }
+    let status = status_of(&ran.report.verdict_detail)?;
+    let splats = report_splats(&ran.outcome);
+    Ok(if splats > 0 && !allow_splat && status == 0 {
+        1
+    } else {
+        status
+    })
+}
+
+/// `status=N` from the guest's verdict.
+fn status_of(detail: &str) -> Result<u8> {
+    detail
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("status="))
+        .and_then(|n| n.parse::<u8>().ok())
+        .with_context(|| format!("the guest's verdict has no exit status: {detail:?}"))
+}
+
+/// Prints the kernel's splats after the command's output; returns how many.
+fn report_splats(outcome: &VmOutcome) -> usize {
+    if let Some(first) = outcome.splats.first() {
+        eprintln!(
+            "bpflab: the kernel reported {} problem line(s) on the console, first: {} (see {})",
+            outcome.splats.len(),
+            first.trim(),
+            outcome.console_log.display()
+        );
+    }
+    outcome.splats.len()
+}
+
+/// What the guest runs: the command (or the caller's shell), where and
+/// with what environment.
+fn host_command(args: &RunArgs) -> Result<HostCommand> {
+    let argv = if args.shell {
+        vec![shell_program()]
+    } else if args.command.is_empty() {
+        bail!(
+            "no command: give one after `--` (e.g. `cargo xtask run -- uname -a`) or use --shell"
+        );
+    } else {
+        args.command.clone()
+    };
+    if args.shell && !terminal::is_tty(0) {
+        bail!("--shell needs a terminal on stdin; give a command after `--` instead");
+    }
+    let cwd = std::env::current_dir().context("reading the working directory")?;
+    let cwd = cwd
+        .to_str()
+        .context("the working directory is not UTF-8; run from a UTF-8 path")?
+        .to_string();
+    let (rows, cols) = terminal::size().unwrap_or((0, 0));
+    Ok(HostCommand {
+        argv,
+        cwd,
+        env: guest_env(std::env::vars_os()),
+        shell: args.shell,
+        rows,
+        cols,
+    })
+}
+
+/// The caller's shell, if the guest can run it.
+fn shell_program() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|s| s.starts_with('/') && PathBuf::from(s).is_file())
+        .unwrap_or_else(|| "/bin/sh".to_string())
+}
+
+/// The caller's environment, less what `cargo run` set for the xtask
+/// itself (it would confuse a cargo inside the guest) and what is not
+/// UTF-8.
+fn guest_env(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, String)> {
+    const CARGO_RUN: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+    ];
+    vars.filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !k.starts_with("CARGO_PKG_") && !CARGO_RUN.contains(&k.as_str()))
+        .collect()
+}
+
+/// The user's terminal: its size, and its settings put back after QEMU
+/// (which makes it raw) however QEMU ended.
+mod terminal {
+    pub fn is_tty(fd: i32) -> bool {
+        // SAFETY: isatty only inspects the descriptor.
+        unsafe { libc::isatty(fd) == 1 }
+    }
+
+    pub fn size() -> Option<(u16, u16)> {
+        // SAFETY: winsize is plain data; the ioctl fills it or fails.
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        for fd in [1, 0, 2] {
+            // SAFETY: ws is valid for the ioctl's write.
+            if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_row > 0 {
+                return Some((ws.ws_row, ws.ws_col));
+            }
+        }
+        None
+    }
+}
+
+/// Restores stdin's terminal settings when dropped.
+struct TerminalGuard(Option<libc::termios>);
+
+impl TerminalGuard {
+    fn save() -> TerminalGuard {
+        // SAFETY: termios is plain data; tcgetattr fills it or fails.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: t is valid for the call.
+        let ok = unsafe { libc::tcgetattr(0, &mut t) } == 0;
+        TerminalGuard(ok.then_some(t))
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            // SAFETY: t came from tcgetattr on the same descriptor.
+            unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn the_status_comes_from_the_verdict() {
+        assert_eq!(status_of("status=0").unwrap(), 0);
+        assert_eq!(status_of("status=137").unwrap(), 137);
+        assert!(status_of("exit=1").is_err());
+        assert!(status_of("status=999").is_err());
+    }
+
+    #[test]
+    fn cargo_run_variables_stay_on_the_host() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("CARGO_PKG_NAME", "xtask"),
+            ("CARGO_MANIFEST_DIR", "/w/xtask"),
+            ("CARGO_HOME", "/root/.cargo"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = guest_env(vars.into_iter());
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["PATH", "CARGO_HOME"]);
+    }
+}

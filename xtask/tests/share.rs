@@ -1,0 +1,481 @@
+//! `cargo xtask run` and `vmtest --share` for real: host commands in the
+//! patched kernel over virtiofs and 9p, their exit statuses and output,
+//! the shares' permissions, the 9p fallback, a shell on a terminal, and
+//! nothing left running after a run, a guest panic or a killed harness.
+//! They boot kernels, so they are ignored by a plain `cargo test` and run
+//! by `cargo xtask ci` (`cargo test -p xtask --test share -- --ignored
+//! --test-threads=1`); they need the kernels built and virtiofsd installed
+//! (`cargo install --locked virtiofsd`; the xtask installs it itself).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
+const VM_FAILED: i32 = 125;
+
+/// The project's root: the share writes into it.
+fn project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn xtask(args: &[&str]) -> Command {
+    let mut c = Command::new(XTASK);
+    c.args(["run", "--kernel", "patched", "--accel", "tcg"])
+        .args(args)
+        .current_dir(project())
+        .stdin(Stdio::null());
+    c
+}
+
+/// A finished run: exit status, stdout, stderr.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cargo xtask run ARGS`; a run that takes over 10 minutes fails.
+fn run_with(mut command: Command) -> Ran {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running xtask");
+    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t1 = std::thread::spawn(move || {
+        let mut v = String::new();
+        so.read_to_string(&mut v).ok();
+        v
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut v = String::new();
+        se.read_to_string(&mut v).ok();
+        v
+    });
+    let code = wait(&mut child, Duration::from_secs(600));
+    Ran {
+        code,
+        stdout: t1.join().unwrap(),
+        stderr: t2.join().unwrap(),
+    }
+}
+
+fn run(args: &[&str]) -> Ran {
+    run_with(xtask(args))
+}
+
+fn wait(child: &mut Child, limit: Duration) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        assert!(
+            start.elapsed() < limit,
+            "xtask did not finish within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| {
+            let cmd = fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(needle).then_some(cmd)
+        })
+        .collect()
+}
+
+/// No virtiofsd or QEMU of the harness with pid `pid`, and no socket
+/// directory of it, within a few seconds.
+fn assert_nothing_left(pid: u32) {
+    let marker = format!("bpflab-vfs-{pid}-");
+    let start = Instant::now();
+    loop {
+        let left = processes_with(&marker);
+        let dirs: Vec<_> = fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&marker))
+            .map(|e| e.path())
+            .collect();
+        if left.is_empty() && dirs.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "left behind: processes {left:?}, socket directories {dirs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn exit_statuses_are_the_commands() {
+    for (cmd, want) in [
+        (&["true"][..], 0),
+        (&["false"][..], 1),
+        (&["sh", "-c", "kill -9 $$"][..], 137),
+        (&["sh", "-c", "exit 42"][..], 42),
+        (&["no-such-command-bpflab"][..], 127),
+    ] {
+        let mut args = vec!["--"];
+        args.extend(cmd);
+        let r = run(&args);
+        assert_eq!(r.code, want, "{cmd:?}: {}", r.stderr);
+    }
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn stdout_and_stderr_stream_apart_and_completely() {
+    let r = run(&[
+        "--",
+        "sh",
+        "-c",
+        "echo to-stdout; echo to-stderr >&2; seq 1 100000",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "to-stdout");
+    assert_eq!(lines.len(), 100_001, "every line arrives");
+    assert_eq!(lines[100_000], "100000");
+    assert!(!r.stdout.contains("to-stderr"));
+    assert!(r.stderr.contains("to-stderr"), "{}", r.stderr);
+}
+
+/// In the project: a file written in the guest is on the host; outside
+/// it the host is read-only; /tmp is the guest's own; the caller's
+/// working directory and environment are the command's.
+fn shares_behave(share: &str) {
+    let name = format!("target/share-test-{share}-{}", std::process::id());
+    let host_file = project().join(&name);
+    let _ = fs::remove_file(&host_file);
+    let script = format!(
+        "echo written-in-guest > {name}; \
+         touch /etc/bpflab-probe 2>&1; echo etc=$?; \
+         echo scratch > /tmp/x && cat /tmp/x; \
+         pwd; echo var=$BPFLAB_TEST_VAR; \
+         grep -c '^bpflab-[a-z]* [^ ]* {} ' /proc/mounts",
+        if share == "9p" { "9p" } else { "virtiofs" }
+    );
+    let mut command = xtask(&["--share", share, "--", "sh", "-c", &script]);
+    command.env("BPFLAB_TEST_VAR", "from host");
+    let r = run_with(command);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        fs::read_to_string(&host_file).unwrap_or_default(),
+        "written-in-guest\n",
+        "the guest's write is not on the host: {}",
+        r.stdout
+    );
+    fs::remove_file(&host_file).unwrap();
+    assert!(r.stdout.contains("Read-only file system"), "{}", r.stdout);
+    assert!(r.stdout.contains("etc=1"), "{}", r.stdout);
+    assert!(r.stdout.contains("scratch\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("{}\n", project().display())),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("var=from host"), "{}", r.stdout);
+    assert!(
+        r.stdout.ends_with("2\n"),
+        "both shares mounted: {}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains(&format!("host shared over {share}")),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn virtiofs_shares_the_project_writable_and_the_rest_read_only() {
+    shares_behave("virtiofs");
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn nine_p_shares_the_project_writable_and_the_rest_read_only() {
+    shares_behave("9p");
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn without_virtiofsd_the_share_falls_back_to_9p_in_one_line() {
+    let mut command = xtask(&["--", "true"]);
+    command.env("BPFLAB_VIRTIOFSD", "/nonexistent/virtiofsd");
+    let r = run_with(command);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let said: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("sharing over 9p instead"))
+        .collect();
+    assert_eq!(said.len(), 1, "{}", r.stderr);
+    assert!(said[0].contains("/nonexistent/virtiofsd"), "{}", said[0]);
+    assert!(r.stderr.contains("host shared over 9p"), "{}", r.stderr);
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn bpftool_creates_and_lists_an_mmapable_array_on_the_patched_kernel() {
+    let r = run(&[
+        "--",
+        "sh",
+        "-c",
+        "bpftool map create /sys/fs/bpf/lazy type array key 4 value 8 entries 1024 \
+         name lazy flags 1024 && bpftool map show pinned /sys/fs/bpf/lazy",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("array  name lazy  flags 0x400"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("key 4B  value 8B  max_entries 1024"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn nothing_is_left_after_a_run_or_a_guest_panic() {
+    let child = xtask(&["--", "true"]).spawn().unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_nothing_left(pid);
+
+    let mut panics = xtask(&["--", "sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = panics.id();
+    let code = wait(&mut panics, Duration::from_secs(300));
+    let mut stderr = String::new();
+    panics
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(code, VM_FAILED, "{stderr}");
+    assert!(stderr.contains("the kernel panicked"), "{stderr}");
+    assert_nothing_left(pid);
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn nothing_is_left_after_the_harness_is_killed() {
+    let mut child = xtask(&["--", "sh", "-c", "echo guest-ready; sleep 600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("guest-ready") {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0, "the guest never said it was ready");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_nothing_left(pid);
+    assert!(processes_with("qemu-system-x86_64")
+        .iter()
+        .all(|c| !c.contains(&format!("bpflab-vfs-{pid}-"))));
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_shell_gets_a_terminal_with_job_control_and_the_hosts_size() {
+    // `script` gives the harness a pseudo-terminal of a known size.
+    let inner =
+        format!("stty rows 33 cols 101; exec {XTASK} run --kernel patched --accel tcg --shell");
+    let mut child = Command::new("script")
+        .args(["-qfec", &inner, "/dev/null"])
+        .current_dir(project())
+        .env("SHELL", "/bin/bash")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let mut stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = String::new();
+    let expect = |what: &str, seen: &mut String, limit: Duration| {
+        let start = Instant::now();
+        while !seen.contains(what) {
+            let Some(left) = limit.checked_sub(start.elapsed()) else {
+                return false;
+            };
+            if let Ok(chunk) = rx.recv_timeout(left) {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        }
+        true
+    };
+    let mut send = |text: &[u8]| {
+        input.write_all(text).unwrap();
+        input.flush().unwrap();
+    };
+    // Typed before the shell reads its terminal, a line may be lost: ask
+    // until the shell answers (the echo shows the sum unevaluated).
+    let start = Instant::now();
+    loop {
+        send(b"echo ready-$((6*7))\n");
+        if expect("ready-42", &mut seen, Duration::from_secs(3)) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no shell: {seen}"
+        );
+    }
+    let expect = |what: &str, seen: &mut String| {
+        assert!(
+            expect(what, seen, Duration::from_secs(120)),
+            "never saw {what:?} on the terminal; saw: {seen}"
+        );
+    };
+    send(b"stty size; echo tty=$(tty)\n");
+    expect("tty=/dev/hvc0", &mut seen);
+    assert!(seen.contains("33 101"), "the terminal size: {seen}");
+    send(b"sleep 300\n");
+    std::thread::sleep(Duration::from_secs(2));
+    // Ctrl-C reaches the guest's foreground job, not QEMU.
+    send(b"\x03");
+    send(b"echo after=$?\n");
+    expect("after=130", &mut seen);
+    send(b"exit 7\n");
+    let code = wait(&mut child, Duration::from_secs(120));
+    assert_eq!(code, 7, "{seen}");
+    assert!(!seen.contains("no job control"), "{seen}");
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn vmtest_reads_the_test_programs_over_either_share() {
+    for share in ["virtiofs", "9p"] {
+        let r = run_with({
+            let mut c = Command::new(XTASK);
+            c.args([
+                "vmtest", "--kernel", "patched", "--accel", "tcg", "--share", share,
+            ])
+            .current_dir(project())
+            .stdin(Stdio::null());
+            c
+        });
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert_eq!(r.code, 0, "{text}");
+        assert!(
+            text.contains(&format!("host shared over {share}")),
+            "{text}"
+        );
+        assert!(text.contains("39 passed, 0 failed"), "{text}");
+    }
+}
+
+/// Seconds a run of `command` takes, start to exit.
+fn timed(command: Command) -> (f64, Ran) {
+    let start = Instant::now();
+    let r = run_with(command);
+    (start.elapsed().as_secs_f64(), r)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The figures README quotes: `run -- true` against the hermetic vmtest
+/// boot, and reading a file and walking the project over each share.
+/// Printed, not asserted (timings are noisy); what is asserted is that
+/// the guest saw what the host has.
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn share_figures() {
+    let mut run_true = Vec::new();
+    let mut hermetic = Vec::new();
+    for _ in 0..3 {
+        let (t, r) = timed(xtask(&["--", "true"]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        run_true.push(t);
+        let mut c = Command::new(XTASK);
+        c.args([
+            "vmtest", "--kernel", "patched", "--accel", "tcg", "--", "t01",
+        ])
+        .current_dir(project())
+        .stdin(Stdio::null());
+        let (t, r) = timed(c);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        hermetic.push(t);
+    }
+    let (a, b) = (median(run_true), median(hermetic));
+    println!(
+        "FIGURE run -- true: {a:.2} s; vmtest -- t01 (initramfs only): {b:.2} s; ratio {:.2}",
+        a / b
+    );
+    let big = project().join(format!("target/share-read-{}", std::process::id()));
+    fs::write(&big, vec![7u8; 100 << 20]).unwrap();
+    let host_entries = Command::new("sh")
+        .args(["-c", "find . | wc -l"])
+        .current_dir(project())
+        .output()
+        .unwrap();
+    let host_entries = String::from_utf8_lossy(&host_entries.stdout)
+        .trim()
+        .to_string();
+    let rel = big.strip_prefix(project()).unwrap().display().to_string();
+    let script = format!(
+        "t0=$(date +%s%N); wc -c < {rel}; t1=$(date +%s%N); find . | wc -l; t2=$(date +%s%N); \
+         echo read_ms=$(( (t1 - t0) / 1000000 )) find_ms=$(( (t2 - t1) / 1000000 ))"
+    );
+    for share in ["virtiofs", "9p"] {
+        let r = run(&["--share", share, "--", "sh", "-c", &script]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines[0], (100u64 << 20).to_string(), "{}", r.stdout);
+        // The guest writes nothing meanwhile; the host's count includes
+        // the same files.
+        assert_eq!(lines[1], host_entries, "{}", r.stdout);
+        println!(
+            "FIGURE {share}: 100 MiB file and find over {host_entries} entries: {}",
+            lines[2]
+        );
+    }
+    fs::remove_file(big).unwrap();
+}
