@@ -70,35 +70,34 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         ));
     }
     if !args.no_faults {
-        steps.push(cargo(
-            "fault tests",
-            &[
-                "test",
-                "-p",
-                "xtask",
-                "--test",
-                "faults",
-                "--",
-                "--ignored",
-                "--test-threads=1",
-            ],
-        ));
+        steps.push(booting_tests("fault tests", "faults"));
     }
-    steps.push(cargo(
-        "share tests",
-        &[
+    steps.push(booting_tests("share tests", "share"));
+    steps.push(xt("bench --quick", &["bench", "--quick"]));
+    steps
+}
+
+/// An xtask test suite whose tests boot kernels: ignored by a plain
+/// `cargo test`, one guest at a time, as their time limits assume.
+fn booting_tests(name: &'static str, suite: &str) -> Step {
+    Step {
+        name,
+        program: "cargo".into(),
+        args: [
             "test",
             "-p",
             "xtask",
             "--test",
-            "share",
+            suite,
             "--",
             "--ignored",
             "--test-threads=1",
-        ],
-    ));
-    steps.push(xt("bench --quick", &["bench", "--quick"]));
-    steps
+            // The figures some of them print belong in CI's log.
+            "--nocapture",
+        ]
+        .map(String::from)
+        .to_vec(),
+    }
 }
 
 struct Outcome {

@@ -232,12 +232,15 @@ pub fn t19_no_leak_after_many_maps(_ctx: &Ctx) -> Result<(), Skip> {
     const PAGES: usize = 64 * MIB / PAGE;
     const ROUNDS: usize = 50;
     const WARMUP: usize = 5;
-    // Noise allowed below the baseline. Debug kernels drift more (KASAN
-    // vmalloc shadow and vmalloc page tables follow the address space
-    // churn: ~7.5 MiB over 50 rounds on the base kernel too); a leak of
-    // the map's pages would be 64 MiB per round.
+    // Noise allowed below the baseline. Debug kernels drift more: each
+    // freed 64 MiB map leaves its vmalloc range, page tables and 8 MiB of
+    // KASAN shadow until the kernel purges lazily freed ranges, which it
+    // does only once they exceed fls(CPUs) x 32 MiB (96 MiB with 4 vCPUs),
+    // never with time. So up to two maps' shadow (16 MiB) may be pending
+    // at the baseline or at the end: 15 MiB and 29 MiB were measured. A
+    // leak of the map's pages would be 64 MiB per round, 3.2 GiB in all.
     let slack_kb: u64 = if is_debug_kernel() {
-        16 * 1024
+        40 * 1024
     } else {
         8 * 1024
     };
