@@ -6,8 +6,11 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{run_to_end, wait_with_deadline};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const TESTS_FAILED: i32 = 1;
@@ -20,40 +23,11 @@ fn xtask(args: &[&str]) -> Command {
     c
 }
 
-/// Runs xtask to the end, or fails the test if it takes over 10 minutes
-/// (a harness that cannot kill its guest must fail, not hang CI).
+/// Runs xtask to the end, or fails the test if it takes over 10 minutes;
+/// its stdout and stderr as one text.
 fn run(args: &[&str]) -> (i32, String) {
-    let mut child = xtask(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running xtask");
-    // Drain the pipes in the background so a chatty run cannot block.
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t1 = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut so, &mut v).ok();
-        v
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut se, &mut v).ok();
-        v
-    });
-    let code = wait_with_deadline(&mut child, Duration::from_secs(600));
-    let out = Output {
-        status: child.wait().unwrap(),
-        stdout: t1.join().unwrap(),
-        stderr: t2.join().unwrap(),
-    };
-    assert_eq!(out.status.code().unwrap_or(-1), code);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let r = run_to_end(xtask(args), Duration::from_secs(600));
+    (r.code, format!("{}{}", r.stdout, r.stderr))
 }
 
 /// The manifest of the already-built kernels.
@@ -121,20 +95,6 @@ fn children_named(parent: u32, name: impl Fn(&str) -> bool) -> Vec<u32> {
         })
         .map(|(pid, _)| pid)
         .collect()
-}
-
-fn wait_with_deadline(child: &mut Child, limit: Duration) -> i32 {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code().unwrap_or(-1);
-        }
-        assert!(
-            start.elapsed() < limit,
-            "xtask did not finish within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
