@@ -167,8 +167,8 @@ pub struct RunArgs {
     /// A kernel splat on the console does not change the exit status.
     #[arg(long)]
     pub allow_splat: bool,
-    /// Kill the guest after this many seconds (default: 900 under TCG for
-    /// a command, 3x for debug kernels; no limit for --shell).
+    /// Kill the guest after this many seconds (default: 900 for a command,
+    /// 3x for debug kernels; no limit for --shell).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
     /// The command and its arguments, after `--`.

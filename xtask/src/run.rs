@@ -75,10 +75,20 @@ fn run_command(args: &RunArgs) -> Result<u8> {
             Relay::start(&outputs.1, std::io::stderr())?,
         );
         let ran = session.run_guest(target, guest);
-        relays.0.finish()?;
-        relays.1.finish()?;
+        let relayed = (relays.0.finish(), relays.1.finish());
+        relayed.0.and(relayed.1)?;
         ran
     };
+    // Relayed, or in the capped console log: the raw copies (as large as
+    // the command made them) are not kept.
+    let raw = match &session.io {
+        GuestIo::Command { stdout, stderr } => vec![stdout, stderr],
+        GuestIo::Shell { console } => vec![console],
+        GuestIo::Console => vec![],
+    };
+    for file in raw {
+        let _ = std::fs::remove_file(file);
+    }
     exit_code(&ran?, args.allow_splat)
 }
 
@@ -196,24 +206,42 @@ mod terminal {
     }
 }
 
-/// Restores stdin's terminal settings when dropped.
-struct TerminalGuard(Option<libc::termios>);
+/// Restores stdin's terminal settings and file status flags when
+/// dropped: QEMU makes the terminal raw and non-blocking, and when it is
+/// killed it cannot undo either.
+struct TerminalGuard {
+    termios: Option<libc::termios>,
+    flags: libc::c_int,
+}
 
 impl TerminalGuard {
     fn save() -> TerminalGuard {
         // SAFETY: termios is plain data; tcgetattr fills it or fails.
         let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: t is valid for the call.
-        let ok = unsafe { libc::tcgetattr(0, &mut t) } == 0;
-        TerminalGuard(ok.then_some(t))
+        // SAFETY: t is valid for the call; F_GETFL only reads.
+        let (ok, flags) = unsafe {
+            (
+                libc::tcgetattr(0, &mut t) == 0,
+                libc::fcntl(0, libc::F_GETFL),
+            )
+        };
+        TerminalGuard {
+            termios: ok.then_some(t),
+            flags,
+        }
     }
 }
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
-        if let Some(t) = &self.0 {
-            // SAFETY: t came from tcgetattr on the same descriptor.
-            unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
+        // SAFETY: the values came from the same descriptor.
+        unsafe {
+            if let Some(t) = &self.termios {
+                libc::tcsetattr(0, libc::TCSANOW, t);
+            }
+            if self.flags >= 0 {
+                libc::fcntl(0, libc::F_SETFL, self.flags);
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{run_to_end, wait_with_deadline, Ran};
+use common::{run_to_end, wait_with_deadline, KillOnDrop, Ran};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const VM_FAILED: i32 = 125;
@@ -97,6 +97,13 @@ fn exit_statuses_are_the_commands() {
         let r = run(&args);
         assert_eq!(r.code, want, "{cmd:?}: {}", r.stderr);
     }
+    // Said where the command's errors go, like a shell.
+    let r = run(&["--", "no-such-command-bpflab"]);
+    assert!(
+        r.stderr.contains("bpflab: no-such-command-bpflab: ENOENT"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -219,41 +226,27 @@ fn bpftool_creates_and_lists_an_mmapable_array_on_the_patched_kernel() {
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn nothing_is_left_after_a_run_or_a_guest_panic() {
-    let child = xtask(&["--", "true"]).spawn().unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    assert_nothing_left(pid);
-
-    let mut panics = xtask(&["--", "sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = panics.id();
-    let code = wait_with_deadline(&mut panics, Duration::from_secs(300));
-    let mut stderr = String::new();
-    panics
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert_eq!(code, VM_FAILED, "{stderr}");
-    assert!(stderr.contains("the kernel panicked"), "{stderr}");
-    assert_nothing_left(pid);
+    let r = run(&["--", "true"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_nothing_left(r.pid);
+    let r = run(&["--", "sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"]);
+    assert_eq!(r.code, VM_FAILED, "{}", r.stderr);
+    assert!(r.stderr.contains("the kernel panicked"), "{}", r.stderr);
+    assert_nothing_left(r.pid);
 }
 
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn nothing_is_left_after_the_harness_is_killed() {
-    let mut child = xtask(&["--", "sh", "-c", "echo guest-ready; sleep 600"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut stdout = child.stdout.take().unwrap();
+    let mut child = KillOnDrop(
+        xtask(&["--", "sh", "-c", "echo guest-ready; sleep 600"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let mut stdout = child.0.stdout.take().unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 256];
     while !String::from_utf8_lossy(&seen).contains("guest-ready") {
@@ -261,8 +254,8 @@ fn nothing_is_left_after_the_harness_is_killed() {
         assert!(n > 0, "the guest never said it was ready");
         seen.extend_from_slice(&buf[..n]);
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     // QEMU's command line names the socket directory too.
     assert_nothing_left(pid);
 }
@@ -273,18 +266,20 @@ fn a_shell_gets_a_terminal_with_job_control_and_the_hosts_size() {
     // `script` gives the harness a pseudo-terminal of a known size.
     let inner =
         format!("stty rows 33 cols 101; exec {XTASK} run --kernel patched --accel tcg --shell");
-    let mut child = Command::new("script")
-        .args(["-qfec", &inner, "/dev/null"])
-        .current_dir(project())
-        .env("SHELL", "/bin/bash")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
+    let mut child = KillOnDrop(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .current_dir(project())
+            .env("SHELL", "/bin/bash")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut input = child.0.stdin.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let mut stdout = child.stdout.take().unwrap();
+    let mut stdout = child.0.stdout.take().unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = stdout.read(&mut buf) {
@@ -339,7 +334,7 @@ fn a_shell_gets_a_terminal_with_job_control_and_the_hosts_size() {
     send(b"echo after=$?\n");
     expect("after=130", &mut seen);
     send(b"exit 7\n");
-    let code = wait_with_deadline(&mut child, Duration::from_secs(120));
+    let code = wait_with_deadline(&mut child.0, Duration::from_secs(120));
     assert_eq!(code, 7, "{seen}");
     assert!(!seen.contains("no job control"), "{seen}");
 }
@@ -436,4 +431,33 @@ fn share_figures() {
         );
     }
     fs::remove_file(big).unwrap();
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_kernel_splat_fails_a_passing_command_unless_allowed() {
+    let warn = "echo WARNING > /sys/kernel/debug/provoke-crash/DIRECT; echo done";
+    let r = run(&["--", "sh", "-c", warn]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.stdout, "done\n");
+    let said = r.stderr.lines().last().unwrap_or_default();
+    assert!(
+        said.starts_with("bpflab: the kernel reported") && said.contains("WARNING"),
+        "the splat is the last thing said: {}",
+        r.stderr
+    );
+    let r = run(&["--allow-splat", "--", "sh", "-c", warn]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("the kernel reported"), "{}", r.stderr);
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_command_that_hangs_is_killed_at_the_timeout() {
+    let start = Instant::now();
+    let r = run(&["--timeout", "20", "--", "sleep", "600"]);
+    assert_eq!(r.code, VM_FAILED, "{}", r.stderr);
+    assert!(r.stderr.contains("the guest hung"), "{}", r.stderr);
+    assert!(start.elapsed() < Duration::from_secs(60));
+    assert_nothing_left(r.pid);
 }

@@ -33,7 +33,7 @@ pub fn run(cmd: &HostCommand) -> Verdict {
             cmd.cwd
         ));
     }
-    let mut command = match prepare(cmd) {
+    let (mut command, mut errors) = match prepare(cmd) {
         Ok(c) => c,
         Err(detail) => return Verdict::error(detail),
     };
@@ -43,7 +43,7 @@ pub fn run(cmd: &HostCommand) -> Verdict {
             Ok(st) => exit_status(st.code(), st.signal()),
             Err(e) => return Verdict::error(describe("wait", &e)),
         },
-        Err(e) => not_started(cmd, &e),
+        Err(e) => not_started(cmd, &e, &mut errors),
     };
     // Give the host time to take the last output off the ports before
     // the reboot ends the VM.
@@ -65,7 +65,7 @@ pub fn from_status(status: i32) -> Verdict {
 
 /// Like a shell: 127 for a command that is not there, 126 for one that
 /// cannot be executed; the reason goes where the command's errors go.
-fn not_started(cmd: &HostCommand, err: &std::io::Error) -> i32 {
+fn not_started(cmd: &HostCommand, err: &std::io::Error, errors: &mut File) -> i32 {
     let status = if err.kind() == std::io::ErrorKind::NotFound {
         127
     } else {
@@ -73,36 +73,41 @@ fn not_started(cmd: &HostCommand, err: &std::io::Error) -> i32 {
     };
     let line = describe(&format!("bpflab: {}", cmd.argv[0]), err);
     say(&line);
-    if let Ok(mut port) = output_port(STDERR_PORT, cmd.shell) {
-        use std::io::Write;
-        let _ = writeln!(port, "{line}");
-    }
+    use std::io::Write;
+    let _ = writeln!(errors, "{line}");
     status
 }
 
-fn prepare(cmd: &HostCommand) -> Result<Command, String> {
+/// The command, and where to say it could not start: a second handle on
+/// its stderr (a virtio port admits one opener only) or its terminal.
+fn prepare(cmd: &HostCommand) -> Result<(Command, File), String> {
     let mut command = Command::new(&cmd.argv[0]);
     command
         .args(&cmd.argv[1..])
         .env_clear()
         .envs(cmd.env.iter().map(|(k, v)| (k, v)));
     let cwd = cmd.cwd.clone();
-    let tty = if cmd.shell {
+    let (tty, errors) = if cmd.shell {
         wait_for(Path::new(SHELL_TTY))?;
-        Some((cmd.rows, cmd.cols))
+        (Some((cmd.rows, cmd.cols)), output_port(STDERR_PORT, true)?)
     } else {
+        let stderr = output_port(STDERR_PORT, false)?;
+        let errors = stderr
+            .try_clone()
+            .map_err(|e| describe("dup of the stderr port", &e))?;
         command
             .stdin(Stdio::null())
             .stdout(output_port(STDOUT_PORT, false)?)
-            .stderr(output_port(STDERR_PORT, false)?);
-        None
+            .stderr(stderr);
+        (None, errors)
     };
-    // SAFETY: the closure only makes system calls (chroot, chdir, setsid,
-    // open, ioctl, dup2) between fork and exec.
+    // SAFETY: between fork and exec the closure makes system calls
+    // (chroot, chdir, setsid, open, ioctl, dup2) and allocates path
+    // strings, which is sound because /init never starts a thread.
     unsafe {
         command.pre_exec(move || enter(&cwd, tty));
     }
-    Ok(command)
+    Ok((command, errors))
 }
 
 /// In the child: into the host root and working directory, a session of

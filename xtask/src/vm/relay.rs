@@ -58,21 +58,27 @@ impl Relay {
         let thread = std::thread::spawn(move || {
             let mut buf = [0u8; 64 << 10];
             let mut total = 0;
+            // A reader that went away (`run -- cmd | head`) stops the
+            // copying, not the run: the rest is read and dropped.
+            let mut open = true;
             loop {
                 let n = reader.read(&mut buf)?;
                 if n == 0 {
                     return Ok(total);
                 }
-                out.write_all(&buf[..n])?;
-                out.flush()?;
-                total += n as u64;
+                if open {
+                    open = out.write_all(&buf[..n]).and_then(|()| out.flush()).is_ok();
+                    if open {
+                        total += n as u64;
+                    }
+                }
             }
         });
         Ok(Relay { done, thread })
     }
 
     /// Copies what is left once the writer has exited; returns the bytes
-    /// relayed in all.
+    /// relayed in all (up to where the reader went away).
     pub fn finish(self) -> Result<u64> {
         self.done.store(true, Ordering::Release);
         match self.thread.join() {
@@ -120,6 +126,28 @@ mod tests {
         writer.write_all(b"last\n").unwrap();
         assert_eq!(relay.finish().unwrap(), 11);
         assert_eq!(&*sink.0.lock().unwrap(), b"first\nlast\n");
+        std::fs::remove_dir_all(t).unwrap();
+    }
+
+    /// A writer that refuses everything, like a closed pipe.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_reader_that_goes_away_does_not_fail_the_relay() {
+        let t = crate::util::tempdir();
+        let path = t.join("out");
+        std::fs::write(&path, b"lots of output\n").unwrap();
+        let relay = Relay::start(&path, Closed).unwrap();
+        assert_eq!(relay.finish().unwrap(), 0);
         std::fs::remove_dir_all(t).unwrap();
     }
 }

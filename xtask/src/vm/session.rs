@@ -232,6 +232,10 @@ impl Session {
             let outcome = process::run(&cfg, &console_log, &limits, &self.allowlist, &mut release)?;
             drop(share);
             if let VmEnd::KvmFailure(line) = &outcome.end {
+                // A host command that already started must not run twice.
+                if self.host_command.is_some() && outcome.boot_secs.is_some() {
+                    bail!("KVM failed after the command started ({line}); rerun with --accel tcg");
+                }
                 if self.picker.choice() == AccelChoice::Auto {
                     crate::status!(
                         &target.name,
@@ -282,10 +286,17 @@ impl Session {
         let Some(forced) = self.share else {
             return Ok(None);
         };
-        let root = project::root();
+        // The guest mounts the project at this path inside the host's
+        // root: a symlink in it would lead outside.
+        let root = project::root()
+            .canonicalize()
+            .context("resolving the project directory")?;
         let log = self.run_dir.join(format!("virtiofsd-{}.log", target.name));
         let active = share::start(forced, &root, &log)?;
-        let bindir = (program != Program::Command).then(guest_image::guest_bin_dir);
+        let bindir = match program {
+            Program::Command => None,
+            _ => Some(guest_image::guest_bin_dir().canonicalize()?),
+        };
         let request = Request {
             share: Some(active.request(&root, bindir.as_deref())),
             command: self.host_command.clone(),

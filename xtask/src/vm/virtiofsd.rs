@@ -48,6 +48,8 @@ pub fn find() -> Result<PathBuf, String> {
         .unwrap_or_default()
         .into_iter()
         .chain(cargo_bin_dir())
+        // Where distributions install it, off PATH.
+        .chain(["/usr/libexec", "/usr/lib/qemu"].map(PathBuf::from))
         .map(|dir| dir.join("virtiofsd"));
     let mut why = "virtiofsd is not installed".to_string();
     for path in candidates.filter(|p| p.is_file()) {
@@ -112,7 +114,13 @@ pub fn args(socket: &Path, dir: &Path, readonly: bool, root: bool) -> Vec<String
     ];
     if readonly {
         // Nothing changes the host's root during a run: cache freely.
-        args.extend(["--readonly".into(), "--cache=always".into()]);
+        // The root spans file systems: each becomes a submount in the
+        // guest, so inode numbers of different file systems never meet.
+        args.extend([
+            "--readonly".into(),
+            "--cache=always".into(),
+            "--announce-submounts".into(),
+        ]);
     } else {
         args.push("--cache=auto".into());
     }
@@ -262,7 +270,8 @@ mod tests {
                 "--shared-dir=/",
                 "--sandbox=chroot",
                 "--readonly",
-                "--cache=always"
+                "--cache=always",
+                "--announce-submounts"
             ]
         );
         let a = args(Path::new("/t/p.sock"), Path::new("/w/p"), false, false);

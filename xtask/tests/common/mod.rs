@@ -1,3 +1,6 @@
+// Each test crate uses a part of this module.
+#![allow(dead_code)]
+
 //! What the test suites that boot kernels share: running an xtask to its
 //! end within a deadline, with its output kept.
 
@@ -5,8 +8,9 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A finished run: exit status (-1 for a signal), stdout, stderr.
+/// A finished run: its pid, exit status (-1 for a signal), stdout, stderr.
 pub struct Ran {
+    pub pid: u32,
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -15,11 +19,13 @@ pub struct Ran {
 /// Runs `command` to its end; a run over `limit` fails the test (a
 /// harness that cannot end its guest must fail, not hang CI).
 pub fn run_to_end(mut command: Command, limit: Duration) -> Ran {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running xtask");
+    let mut child = KillOnDrop(
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running xtask"),
+    );
     // Drained in the background so a chatty run cannot block.
     let drain = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -28,13 +34,25 @@ pub fn run_to_end(mut command: Command, limit: Duration) -> Ran {
             String::from_utf8_lossy(&v).into_owned()
         })
     };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let code = wait_with_deadline(&mut child, limit);
+    let out = drain(Box::new(child.0.stdout.take().unwrap()));
+    let err = drain(Box::new(child.0.stderr.take().unwrap()));
+    let code = wait_with_deadline(&mut child.0, limit);
     Ran {
+        pid: child.0.id(),
         code,
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
+    }
+}
+
+/// A child killed when the test lets go of it, also when the test fails:
+/// a failed test must not leave a guest running through the next ones.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
