@@ -94,7 +94,7 @@ pub fn install() -> Result<PathBuf> {
     hostdeps::ensure(BUILD_DEPS).context("the build dependencies of virtiofsd")?;
     crate::status!(
         "share",
-        "installing virtiofsd: cargo install --locked virtiofsd (about 2 minutes)"
+        "installing virtiofsd: cargo install --locked virtiofsd (1–2 minutes)"
     );
     let sh = crate::project::shell()?;
     xshell::cmd!(sh, "cargo install --quiet --locked virtiofsd")
