@@ -54,6 +54,9 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             ],
         ),
         cargo("unit tests", &["test", "--workspace"]),
+        // checkpatch --strict, git am, W=1 and sparse: minutes, not the
+        // kernel builds' tens of minutes.
+        xt("patch checks", &["check-patches"]),
         xt("build base + patched", &["build-kernel"]),
     ];
     if !args.no_debug {
@@ -114,6 +117,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     deps.extend_from_slice(hostdeps::BOOT);
     deps.extend_from_slice(hostdeps::DEFAULT_SOURCE);
     deps.extend_from_slice(hostdeps::SHARE_TESTS);
+    deps.extend_from_slice(hostdeps::PATCH_CHECKS);
     hostdeps::ensure(&deps).context("checking the host tools")?;
     // The share tests use virtiofs; a missing virtiofsd is installed once
     // here rather than inside a test's time limit.
@@ -211,6 +215,7 @@ mod tests {
         let names: Vec<&str> = s.iter().map(|s| s.name).collect();
         assert_eq!(&names[..3], ["fmt", "clippy", "unit tests"]);
         for n in [
+            "patch checks",
             "build base + patched",
             "build patched-debug",
             "vmtest base + patched",

@@ -26,6 +26,8 @@ pub enum Command {
     BuildKernel(BuildKernelArgs),
     /// Boot each kernel under QEMU and run the selftests in the guest.
     Vmtest(VmtestArgs),
+    /// The series through checkpatch --strict, git am, W=1 and sparse.
+    CheckPatches(CheckPatchesArgs),
     /// Run a host command (or a shell) in the test VM, the host shared in.
     Run(RunArgs),
     /// Reproduce the seed's timing table on each kernel, side by side.
@@ -143,6 +145,12 @@ pub struct VmtestArgs {
     /// Test name filters (substrings), e.g. `-- t14 t02`.
     #[arg(last = true)]
     pub filters: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckPatchesArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -71,6 +71,13 @@ pub const DEFAULT_SOURCE: &[Dep] = &[file(
     crate::kernel::source::DEFAULT_PACKAGE,
 )];
 
+/// What the patch checks run besides a kernel build.
+pub const PATCH_CHECKS: &[Dep] = &[
+    tool("sparse", "sparse"),
+    tool("git", "git"),
+    tool("perl", "perl"),
+];
+
 /// What the share tests run in the guest, from the host's root.
 pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool")];
 

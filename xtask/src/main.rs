@@ -1,12 +1,13 @@
 //! `cargo xtask`: build, boot and measure the lazy mmap BPF patch series.
 //!
 //! This file only parses the command line and dispatches. The commands
-//! (`build_kernel`, `vmtest`, `run`, `bench`, `ci`) are thin; the work is in
+//! (`build_kernel`, `check_patches`, `vmtest`, `run`, `bench`, `ci`) are thin; the work is in
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report) and
 //! `report/` (what the guest said, and what the user reads).
 
 mod bench;
 mod build_kernel;
+mod check_patches;
 mod ci;
 mod cli;
 mod hostdeps;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::BuildKernel(args) => build_kernel::run(args),
         Command::Vmtest(args) => vmtest::run(args),
+        Command::CheckPatches(args) => check_patches::run(args),
         Command::Run(args) => Ok(run::run(args)),
         Command::Bench(args) => bench::run(args),
         Command::Ci(args) => ci::run(args),

@@ -608,3 +608,58 @@ fn two_runs_at_once_wait_for_each_other_and_both_succeed() {
         "the second run should find the first one's build: {tb}"
     );
 }
+
+/// A second patch with no mail header (so `git am` refuses it) that adds
+/// an unused variable (a new W=1 warning) to the first patch's function.
+const UNUSED_VARIABLE_PATCH: &str = "\
+diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
+--- a/kernel/bpf/arraymap.c
++++ b/kernel/bpf/arraymap.c
+@@ -560,6 +560,7 @@
+ static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
+ {
+ \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
++\tint bpflab_unused;
+ 
+ \tif (!(map->map_flags & BPF_F_MMAPABLE))
+ \t\treturn -EINVAL;
+";
+
+#[test]
+#[ignore = "prepares kernel trees: run by cargo xtask ci"]
+fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
+    let dir = std::env::temp_dir().join(format!("bpflab-bad-series-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
+    let good = fs::read_to_string(project.join("patches").join(first)).unwrap();
+    // No Signed-off-by: checkpatch's error.
+    let unsigned: String = good
+        .lines()
+        .filter(|l| !l.starts_with("Signed-off-by:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(dir.join(first), unsigned).unwrap();
+    fs::write(dir.join("0002-unused.patch"), UNUSED_VARIABLE_PATCH).unwrap();
+    fs::write(dir.join("series"), format!("{first}\n0002-unused.patch\n")).unwrap();
+    let (code, text) = run(&["check-patches", "--patches", dir.to_str().unwrap()]);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert!(
+        text.contains(&format!("--strict {first}: total: 1 errors")),
+        "{text}"
+    );
+    assert!(text.contains("Missing Signed-off-by"), "{text}");
+    assert!(text.contains("git am does not apply the series"), "{text}");
+    assert!(
+        text.contains("new: kernel/bpf/arraymap.c: warning: unused variable 'bpflab_unused'"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "patch checks failed: checkpatch --strict {first}, git am, W=1 + sparse"
+        )),
+        "{text}"
+    );
+}

@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod hygiene;
 pub mod kbuild;
 pub mod kconfig;
 pub mod manifest;
@@ -79,12 +80,13 @@ pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
 /// caller can take what it needs before another run may rebuild it.
 pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
     let started = Instant::now();
-    let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
-    let series = Series::load(&args.patches)?;
-    check_host_tools(&source)?;
-    let cache = Cache::open(&project::cache_dir(args.cache_dir.as_deref())?)?;
-    let key = source.cache_key()?;
-    let pristine = source.pristine(&cache, &key)?;
+    let Opened {
+        source,
+        series,
+        cache,
+        key,
+        pristine,
+    } = open(args)?;
     let mut trees = Trees {
         dir: cache.source_dir(&key),
         pristine: &pristine,
@@ -111,6 +113,74 @@ pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest
     )?;
     crate::status!("build-kernel", "done in {:.1?}", started.elapsed());
     Ok((manifest, cache))
+}
+
+/// Base and patched trees of their own (`<source>/check/`), mirrored and
+/// patched but not built, for checks that compile a few objects: a series
+/// checked there never touches the trees the kernels are built from. The
+/// cache stays locked while the value lives.
+pub struct PreparedTrees {
+    pub pristine: PathBuf,
+    pub base: PathBuf,
+    pub patched: PathBuf,
+    /// The source's directory in the cache (it holds both trees).
+    pub source_dir: PathBuf,
+    pub series: Series,
+    _lock: Cache,
+}
+
+pub fn prepare_trees(args: &SourceArgs) -> Result<PreparedTrees> {
+    let Opened {
+        series,
+        cache,
+        key,
+        pristine,
+        ..
+    } = open(args)?;
+    let source_dir = cache.source_dir(&key);
+    let mut trees = Trees {
+        dir: source_dir.join("check"),
+        pristine: &pristine,
+        series: &series,
+        base_key: None,
+        patched_key: None,
+    };
+    let base = trees.prepare(Flavor::Base)?.path;
+    let patched = trees.prepare(Flavor::Patched)?.path;
+    Ok(PreparedTrees {
+        pristine,
+        base,
+        patched,
+        source_dir,
+        series,
+        _lock: cache,
+    })
+}
+
+/// A source and series ready to work on: the host tools checked, the
+/// cache locked, the pristine tree in place.
+struct Opened {
+    source: KernelSource,
+    series: Series,
+    cache: Cache,
+    key: String,
+    pristine: PathBuf,
+}
+
+fn open(args: &SourceArgs) -> Result<Opened> {
+    let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
+    let series = Series::load(&args.patches)?;
+    check_host_tools(&source)?;
+    let cache = Cache::open(&project::cache_dir(args.cache_dir.as_deref())?)?;
+    let key = source.cache_key()?;
+    let pristine = source.pristine(&cache, &key)?;
+    Ok(Opened {
+        source,
+        series,
+        cache,
+        key,
+        pristine,
+    })
 }
 
 fn check_host_tools(source: &KernelSource) -> Result<()> {

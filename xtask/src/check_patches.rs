@@ -1,0 +1,64 @@
+//! `cargo xtask check-patches`: the series through a maintainer's first
+//! gates (`kernel/hygiene.rs`): checkpatch --strict with no errors,
+//! warnings or checks; `git am` onto a clean git tree of the source; and
+//! no W=1 or sparse warning in the objects it touches that the base tree
+//! does not also have.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use crate::cli::CheckPatchesArgs;
+use crate::kernel::hygiene;
+use crate::{hostdeps, kernel, project};
+
+pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
+    hostdeps::ensure(hostdeps::PATCH_CHECKS)
+        .context("checking the host tools for the patch checks")?;
+    // Mirrored and patched, not built: the checks compile what they need.
+    let trees = kernel::prepare_trees(&args.source)?;
+    let series = &trees.series;
+    let mut failed = Vec::new();
+    for r in hygiene::checkpatch(&trees.pristine, series)? {
+        crate::status!("checkpatch", "--strict {}: {}", r.patch, r.total);
+        if !r.clean {
+            eprintln!("{}", r.report.trim_end());
+            failed.push(format!("checkpatch --strict {}", r.patch));
+        }
+    }
+    match hygiene::git_am(&trees.pristine, series, &trees.source_dir) {
+        Ok(()) => crate::status!(
+            "git am",
+            "the series applies to a clean git tree of the source"
+        ),
+        Err(e) => {
+            eprintln!("{e:#}");
+            failed.push("git am".into());
+        }
+    }
+    let objects = hygiene::objects_of(&series.touched_files());
+    let jobs = args.source.jobs.unwrap_or(3);
+    let before = hygiene::checked_build(&trees.base, &objects, jobs)?;
+    let after = hygiene::checked_build(&trees.patched, &objects, jobs)?;
+    let new = hygiene::new_diagnostics(&before, &after);
+    crate::status!(
+        "W=1 + sparse",
+        "{}: {} diagnostic(s) on base, {} on patched, {} new",
+        objects.join(" "),
+        hygiene::diagnostics(&before).values().sum::<usize>(),
+        hygiene::diagnostics(&after).values().sum::<usize>(),
+        new.len()
+    );
+    for d in &new {
+        eprintln!("    new: {d}");
+    }
+    if !new.is_empty() {
+        failed.push("W=1 + sparse".into());
+    }
+    if failed.is_empty() {
+        println!("patch checks: all passed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("patch checks failed: {}", failed.join(", "));
+    Ok(ExitCode::from(project::EXIT_TESTS_FAILED))
+}

@@ -1,0 +1,294 @@
+//! The gates a maintainer runs on a series before reading it: the tree's
+//! own `scripts/checkpatch.pl --strict`, `git am` onto a clean git tree
+//! of the source, and warning-free builds of the objects the series
+//! touches with `W=1` and sparse, compared with the same objects of the
+//! base tree (only new warnings count).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use xshell::cmd;
+
+use super::series::Series;
+
+/// checkpatch's verdict on one patch: its `total:` line and, when it is
+/// not clean, what it said.
+pub struct CheckpatchResult {
+    pub patch: String,
+    pub total: String,
+    pub clean: bool,
+    pub report: String,
+}
+
+/// Runs the tree's checkpatch on every patch of the series. Patches are
+/// passed by absolute path: given a relative path from inside a git
+/// checkout, checkpatch reports false trailing-whitespace errors.
+pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>> {
+    let script = tree.join("scripts/checkpatch.pl");
+    if !script.is_file() {
+        bail!(
+            "{} is missing: the kernel source has no checkpatch",
+            script.display()
+        );
+    }
+    let sh = crate::project::shell()?;
+    let mut results = Vec::new();
+    for patch in &series.patches {
+        let path = patch
+            .path
+            .canonicalize()
+            .with_context(|| format!("resolving {}", patch.path.display()))?;
+        let out = cmd!(sh, "perl {script} --strict --no-tree --no-color {path}")
+            .quiet()
+            .ignore_status()
+            .output()
+            .with_context(|| format!("running checkpatch on {}", patch.name))?;
+        let report = String::from_utf8_lossy(&out.stdout).into_owned();
+        let total = report
+            .lines()
+            .find(|l| l.starts_with("total:"))
+            .unwrap_or("total: (none: checkpatch did not finish)")
+            .to_string();
+        results.push(CheckpatchResult {
+            patch: patch.name.clone(),
+            clean: is_clean(&total),
+            total,
+            report,
+        });
+    }
+    Ok(results)
+}
+
+/// `total: 0 errors, 0 warnings, 0 checks, N lines checked`.
+pub fn is_clean(total: &str) -> bool {
+    total.starts_with("total: 0 errors, 0 warnings, 0 checks,")
+}
+
+/// Applies the series with `git am` to a clean git tree of `pristine`.
+/// The repository (one commit of the whole source) is made once under
+/// `dir`; each check checks out only the files the series touches into a
+/// throwaway clone. Err names the first patch that does not apply.
+pub fn git_am(pristine: &Path, series: &Series, dir: &Path) -> Result<()> {
+    let repo = source_repo(pristine, dir)?;
+    let work = dir.join("am-check");
+    let _ = fs::remove_dir_all(&work);
+    let sh = crate::project::shell()?;
+    set_identity(&sh);
+    cmd!(sh, "git clone --quiet --no-checkout --shared {repo} {work}")
+        .quiet()
+        .run()
+        .context("cloning the source repository for git am")?;
+    sh.change_dir(&work);
+    let files = series.touched_files();
+    cmd!(sh, "git sparse-checkout set --no-cone {files...}")
+        .quiet()
+        .run()
+        .context("git sparse-checkout")?;
+    cmd!(sh, "git checkout --quiet")
+        .quiet()
+        .run()
+        .context("git checkout")?;
+    let patches: Vec<PathBuf> = series.patches.iter().map(|p| p.path.clone()).collect();
+    let out = cmd!(sh, "git am --quiet {patches...}")
+        .quiet()
+        .ignore_status()
+        .output()
+        .context("running git am")?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sh.change_dir(dir);
+    let _ = fs::remove_dir_all(&work);
+    if !out.status.success() {
+        bail!(
+            "git am does not apply the series to a clean tree: {}",
+            said.trim()
+        );
+    }
+    Ok(())
+}
+
+/// A fixed committer: git am needs one, and the check must not depend on
+/// the user's git configuration.
+fn set_identity(sh: &xshell::Shell) {
+    for who in ["COMMITTER", "AUTHOR"] {
+        sh.set_var(format!("GIT_{who}_NAME"), "bpflab");
+        sh.set_var(format!("GIT_{who}_EMAIL"), "bpflab@localhost");
+    }
+}
+
+/// `<dir>/source.git`: the pristine tree as one commit, made once. Only
+/// the repository is written; the pristine tree is only read.
+fn source_repo(pristine: &Path, dir: &Path) -> Result<PathBuf> {
+    let repo = dir.join("source.git");
+    if repo.join("bpflab-complete").is_file() {
+        return Ok(repo);
+    }
+    let _ = fs::remove_dir_all(&repo);
+    crate::status!("patches", "making a git repository of the source (once)");
+    let sh = crate::project::shell()?;
+    set_identity(&sh);
+    cmd!(sh, "git init --quiet --bare {repo}").quiet().run()?;
+    // From inside the work tree; --force because a packaged source may
+    // ignore itself (Debian's .gitignore ignores `/*`).
+    sh.change_dir(pristine);
+    let _git = (
+        sh.push_env("GIT_DIR", &repo),
+        sh.push_env("GIT_WORK_TREE", pristine),
+    );
+    cmd!(sh, "git add --all --force")
+        .quiet()
+        .run()
+        .context("git add of the source")?;
+    cmd!(sh, "git commit --quiet --no-verify -m source")
+        .quiet()
+        .run()
+        .context("committing the source")?;
+    fs::write(repo.join("bpflab-complete"), b"")?;
+    Ok(repo)
+}
+
+/// Compiler and sparse diagnostics, `file: kind: message` with line and
+/// column numbers dropped (a patch moves lines), counted.
+pub fn diagnostics(output: &str) -> BTreeMap<String, usize> {
+    let mut found = BTreeMap::new();
+    for line in output.lines() {
+        let Some((place, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let rest = rest.trim();
+        if !(rest.starts_with("warning:") || rest.starts_with("error:")) {
+            continue;
+        }
+        // Out-of-tree builds name sources relative to the build directory.
+        let file = place.split(':').next().unwrap_or(place);
+        let file = file.trim_start_matches("../");
+        *found.entry(format!("{file}: {rest}")).or_default() += 1;
+    }
+    found
+}
+
+/// Diagnostics the patched build has more of than the base build.
+pub fn new_diagnostics(base: &str, patched: &str) -> Vec<String> {
+    let before = diagnostics(base);
+    diagnostics(patched)
+        .into_iter()
+        .filter(|(d, n)| before.get(d).copied().unwrap_or(0) < *n)
+        .map(|(d, _)| d)
+        .collect()
+}
+
+/// Builds `objects` of `tree` with W=1 and sparse (C=1 checks what it
+/// compiles) in a build directory of their own, configured like the
+/// normal kernels; returns make's output.
+pub fn checked_build(tree: &Path, objects: &[String], jobs: usize) -> Result<String> {
+    let build = tree.join("_build-check");
+    super::kconfig::configure(
+        tree,
+        &build,
+        &super::kconfig::fragments(false),
+        &build.join("config.log"),
+    )
+    .context("configuring the check build")?;
+    for o in objects {
+        let _ = fs::remove_file(build.join(o));
+    }
+    let sh = crate::project::shell()?;
+    sh.change_dir(tree);
+    // ASCII quotes in the diagnostics, whatever the user's locale (the
+    // kernel's Makefile unexports LC_ALL, so LANG and LC_* decide).
+    for var in ["LANG", "LC_CTYPE", "LC_MESSAGES"] {
+        sh.set_var(var, "C");
+    }
+    let jobs = jobs.to_string();
+    let out = cmd!(
+        sh,
+        "make O=_build-check -j{jobs} W=1 C=1 CHECK=sparse {objects...}"
+    )
+    .quiet()
+    .ignore_status()
+    .output()
+    .context("running make W=1 C=1")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        bail!(
+            "make W=1 C=1 of {} failed in {}: {}",
+            objects.join(" "),
+            tree.display(),
+            crate::util::last_lines(&text, 15)
+        );
+    }
+    Ok(text)
+}
+
+/// The objects built from the C files a series touches.
+pub fn objects_of(files: &[String]) -> Vec<String> {
+    files
+        .iter()
+        .filter_map(|f| f.strip_suffix(".c").map(|stem| format!("{stem}.o")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpatch_totals() {
+        assert!(is_clean(
+            "total: 0 errors, 0 warnings, 0 checks, 99 lines checked"
+        ));
+        assert!(!is_clean(
+            "total: 1 errors, 0 warnings, 0 checks, 99 lines checked"
+        ));
+        assert!(!is_clean(
+            "total: 0 errors, 0 warnings, 2 checks, 99 lines checked"
+        ));
+        assert!(!is_clean("total: (none: checkpatch did not finish)"));
+    }
+
+    #[test]
+    fn only_warnings_the_base_lacks_are_new() {
+        let base = "\
+kernel/bpf/syscall.c:10:5: warning: no previous prototype for 'f' [-Wmissing-prototypes]
+kernel/bpf/arraymap.c:20:1: warning: symbol 'x' was not declared. Should it be static?
+  CC      kernel/bpf/syscall.o
+";
+        // The same warnings on moved lines, and one new one.
+        let patched = "\
+kernel/bpf/syscall.c:14:5: warning: no previous prototype for 'f' [-Wmissing-prototypes]
+kernel/bpf/arraymap.c:25:1: warning: symbol 'x' was not declared. Should it be static?
+../kernel/bpf/arraymap.c:60:9: warning: incorrect type in assignment (different base types)
+";
+        assert_eq!(
+            new_diagnostics(base, patched),
+            ["kernel/bpf/arraymap.c: warning: incorrect type in assignment (different base types)"]
+        );
+        assert!(new_diagnostics(patched, base).is_empty());
+        // A warning twice where base has it once is new.
+        let twice = format!("{base}kernel/bpf/syscall.c:99:5: warning: no previous prototype for 'f' [-Wmissing-prototypes]\n");
+        assert_eq!(new_diagnostics(base, &twice).len(), 1);
+    }
+
+    #[test]
+    fn objects_are_the_c_files() {
+        let files = [
+            "include/linux/bpf.h",
+            "kernel/bpf/arraymap.c",
+            "kernel/bpf/syscall.c",
+        ]
+        .map(String::from);
+        assert_eq!(
+            objects_of(&files),
+            ["kernel/bpf/arraymap.o", "kernel/bpf/syscall.o"]
+        );
+    }
+}
