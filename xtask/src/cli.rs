@@ -224,6 +224,10 @@ pub struct CiArgs {
     /// The cache of trees and builds (passed to every step).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Run only these steps, by id (comma-separated or repeated), e.g.
+    /// `--step build,vmtest-patched`: the workflow's jobs each run some.
+    #[arg(long, value_delimiter = ',', value_name = "ID")]
+    pub step: Vec<String>,
 }
 
 #[cfg(test)]

