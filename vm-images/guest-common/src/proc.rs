@@ -177,6 +177,23 @@ pub fn mem_available_kb() -> io::Result<u64> {
     meminfo_kb("MemAvailable")
 }
 
+/// Free pages parked on the per-CPU page lists, in kB: free, but not in
+/// MemFree or MemAvailable until the lists are drained.
+pub fn pcp_free_kb() -> io::Result<u64> {
+    let path = "/proc/zoneinfo";
+    let text = fs::read_to_string(path).map_err(|e| with_path(path, e))?;
+    Ok(parse_pcp_pages(&text) * 4)
+}
+
+/// The sum of the `count:` lines of /proc/zoneinfo's pagesets, in pages.
+pub fn parse_pcp_pages(zoneinfo: &str) -> u64 {
+    zoneinfo
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("count:"))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum()
+}
+
 /// Adds the path to an I/O error (its kind stays).
 fn with_path(path: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{path}: {e}"))
@@ -185,6 +202,23 @@ fn with_path(path: &str, e: io::Error) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pcp_pages_are_the_pagesets_counts() {
+        let zoneinfo = "Node 0, zone   Normal
+  pages free     1000
+        nr_free_pages 1000
+  pagesets
+    cpu: 0
+              count: 63
+              high:  378
+              batch: 63
+    cpu: 1
+              count: 7
+              high:  378
+";
+        assert_eq!(parse_pcp_pages(zoneinfo), 70);
+    }
 
     const SMAPS: &str = "\
 55d4a0000000-55d4a0021000 rw-p 00000000 00:00 0                          [heap]
