@@ -191,12 +191,12 @@ mod tests {
         Request {
             share: Some(Share {
                 kind: ShareKind::NineP,
-                project: "/work/my project".into(),
-                bindir: Some("/work/my project/target/guest".into()),
+                project: "/home/dev/my project".into(),
+                bindir: Some("/home/dev/my project/target/guest".into()),
             }),
             command: Some(HostCommand {
                 argv: vec!["sh".into(), "-c".into(), "echo a=b, c\n".into(), "".into()],
-                cwd: "/work/my project/sub".into(),
+                cwd: "/home/dev/my project/sub".into(),
                 env: vec![
                     ("PATH".into(), "/usr/bin:/bin".into()),
                     ("X".into(), "1=2".into()),

@@ -380,14 +380,14 @@ mod tests {
     fn nine_p_shares_the_root_read_only_and_the_project_writable() {
         let mut c = cfg(Accel::Tcg);
         c.share = Some(ShareDevices::NineP {
-            project: "/work/p".into(),
+            project: "/home/dev/p".into(),
         });
         let args = qemu_args(&c);
         assert_eq!(
             value_after(&args, "-fsdev"),
             [
                 "local,id=p9root,path=/,security_model=none,multidevs=remap,readonly=on",
-                "local,id=p9proj,path=/work/p,security_model=none,multidevs=remap"
+                "local,id=p9proj,path=/home/dev/p,security_model=none,multidevs=remap"
             ]
         );
         assert_eq!(
