@@ -37,7 +37,7 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
         }
     }
     let objects = hygiene::objects_of(&series.touched_files());
-    let jobs = args.source.jobs.unwrap_or(3);
+    let jobs = kernel::jobs(&args.source);
     let before = hygiene::checked_build(&trees.base, &objects, jobs)?;
     let after = hygiene::checked_build(&trees.patched, &objects, jobs)?;
     let new = hygiene::new_diagnostics(&before, &after);

@@ -94,9 +94,7 @@ pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest
         base_key: None,
         patched_key: None,
     };
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()) + 1);
+    let jobs = jobs(args);
     let mut kernels = Vec::new();
     for spec in specs {
         let tree = trees.prepare(spec.flavor)?;
@@ -113,6 +111,12 @@ pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest
     )?;
     crate::status!("build-kernel", "done in {:.1?}", started.elapsed());
     Ok((manifest, cache))
+}
+
+/// Parallel make jobs: `--jobs`, else the CPUs + 1.
+pub fn jobs(args: &SourceArgs) -> usize {
+    args.jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
 }
 
 /// Base and patched trees of their own (`<source>/check/`), mirrored and
