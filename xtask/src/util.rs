@@ -42,6 +42,15 @@ pub fn on_path(command: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
 }
 
+/// A finished command's stdout then stderr, as one (lossy) text.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Spawns `command` so that the kernel kills the child (SIGKILL) when the
 /// harness dies: no QEMU outlives its run, and no make keeps writing into a
 /// build directory that the next run (holding the lock) is using.

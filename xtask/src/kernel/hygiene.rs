@@ -96,11 +96,7 @@ pub fn git_am(pristine: &Path, series: &Series, dir: &Path) -> Result<()> {
         .ignore_status()
         .output()
         .context("running git am")?;
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = crate::util::output_text(&out);
     sh.change_dir(dir);
     let _ = fs::remove_dir_all(&work);
     if !out.status.success() {
@@ -213,11 +209,7 @@ pub fn checked_build(tree: &Path, objects: &[String], jobs: usize) -> Result<Str
     .ignore_status()
     .output()
     .context("running make W=1 C=1")?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = crate::util::output_text(&out);
     if !out.status.success() {
         bail!(
             "make W=1 C=1 of {} failed in {}: {}",

@@ -75,7 +75,7 @@ fn usable(path: &Path) -> Result<(), String> {
         .arg("--help")
         .output()
         .map_err(|e| format!("{} cannot run ({e})", path.display()))?;
-    let help = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    let help = crate::util::output_text(&out);
     if !help.contains("--readonly") {
         return Err(format!(
             "{} has no --readonly (too old; install 1.13 or later)",
