@@ -81,16 +81,36 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     if !args.no_debug {
         steps.extend(debug);
     }
+    // test_progs and the test modules, into the kernel cache with them.
     steps.push(xt(
-        "vmtest-base",
-        "vmtest base",
-        &["vmtest", "--kernel", "base"],
+        "kselftest-build",
+        "build test_progs",
+        &["kselftest", "--build-only"],
     ));
-    steps.push(xt(
-        "vmtest-patched",
-        "vmtest patched",
-        &["vmtest", "--kernel", "patched"],
-    ));
+    steps.extend(suites(args, &xt));
+    if !args.no_faults {
+        steps.push(booting_tests("faults", "fault tests", "faults"));
+    }
+    steps.push(booting_tests("share", "share tests", "share"));
+    steps.push(xt("bench", "bench --quick", &["bench", "--quick"]));
+    steps
+}
+
+/// The suites on the built kernels: vmtest, then the BPF tree's own
+/// test_progs, each per kernel, the debug kernel last.
+fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Step) -> Vec<Step> {
+    let mut steps = vec![
+        xt(
+            "vmtest-base",
+            "vmtest base",
+            &["vmtest", "--kernel", "base"],
+        ),
+        xt(
+            "vmtest-patched",
+            "vmtest patched",
+            &["vmtest", "--kernel", "patched"],
+        ),
+    ];
     if !args.no_debug {
         steps.push(xt(
             "vmtest-debug",
@@ -98,11 +118,14 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             &["vmtest", "--kernel", "patched", "--debug"],
         ));
     }
-    if !args.no_faults {
-        steps.push(booting_tests("faults", "fault tests", "faults"));
+    steps.push(xt("kselftest", "kselftest base vs patched", &["kselftest"]));
+    if !args.no_debug {
+        steps.push(xt(
+            "kselftest-debug",
+            "kselftest patched-debug",
+            &["kselftest", "--kernel", "patched", "--debug"],
+        ));
     }
-    steps.push(booting_tests("share", "share tests", "share"));
-    steps.push(xt("bench", "bench --quick", &["bench", "--quick"]));
     steps
 }
 
@@ -161,10 +184,13 @@ fn tools_for(steps: &[Step], cache_dir: Option<&Path>) -> Result<Vec<(String, St
     if has("workflow-lint") {
         deps.extend_from_slice(hostdeps::WORKFLOW_LINT);
     }
+    if steps.iter().any(|s| s.id.starts_with("kselftest")) {
+        deps.extend_from_slice(hostdeps::KSELFTEST);
+    }
     hostdeps::ensure(&deps).context("checking the host tools")?;
-    // The share tests use virtiofs; a missing virtiofsd is installed once
-    // here rather than inside a test's time limit.
-    if has("share") {
+    // The share tests and test_progs use virtiofs; a missing virtiofsd is
+    // installed once here rather than inside a test's time limit.
+    if has("share") || has("kselftest") || has("kselftest-debug") {
         if let Err(why) = virtiofsd::find() {
             crate::status!("deps", "{why}");
             virtiofsd::install().context("installing virtiofsd for the share tests")?;

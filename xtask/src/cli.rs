@@ -30,6 +30,9 @@ pub enum Command {
     CheckPatches(CheckPatchesArgs),
     /// Run a host command (or a shell) in the test VM, the host shared in.
     Run(RunArgs),
+    /// The BPF tree's own test_progs, built from the tree under test, on
+    /// each kernel; fails on a test that fails only on patched.
+    Kselftest(KselftestArgs),
     /// Reproduce the seed's timing table on each kernel, side by side.
     Bench(BenchArgs),
     /// Everything CI runs: checks, unit tests, kernels, vmtest, faults, bench.
@@ -193,6 +196,32 @@ impl VmtestArgs {
             self.max_failures.map(std::num::NonZeroUsize::get)
         }
     }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct KselftestArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vm: VmArgs,
+    /// How the host is shared (auto: virtiofs, else 9p); test_progs runs
+    /// from the cache through it.
+    #[arg(long, value_enum, default_value_t = ShareChoice::Auto)]
+    pub share: ShareChoice,
+    /// Run the tests whose names contain NAME (test_progs's -t; repeated
+    /// or comma-separated) instead of kselftest/ALLOWLIST.
+    #[arg(short = 't', long = "test", value_name = "NAME", value_delimiter = ',')]
+    pub tests: Vec<String>,
+    /// Run every test test_progs has (kselftest/DENYLIST still applies).
+    #[arg(long, conflicts_with = "tests")]
+    pub all: bool,
+    /// Build test_progs and the test modules, boot nothing.
+    #[arg(long)]
+    pub build_only: bool,
+    /// Harness self-test: how long test_progs may print nothing before
+    /// the running test is taken for hung (default 600 under TCG).
+    #[arg(long, hide = true, value_name = "SECS")]
+    pub stall: Option<u64>,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -52,6 +52,8 @@ pub const BUILD: &[Dep] = &[
     tool("xz", "xz-utils"),
     tool("cpio", "cpio"),
     tool("ccache", "ccache"),
+    // The kernels carry BTF (kconfig/selftests.config): pahole makes it.
+    tool("pahole", "dwarves"),
     file(
         "libelf headers",
         &["/usr/include/gelf.h", "/usr/include/libelf.h"],
@@ -83,6 +85,27 @@ pub const WORKFLOW_LINT: &[Dep] = &[tool("node", "nodejs"), tool("npm", "npm")];
 
 /// What the share tests run in the guest, from the host's root.
 pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool")];
+
+/// What building the BPF selftests (test_progs) needs besides a kernel
+/// build: Debian's clang-19 and LLVM 19, and zlib for test_progs itself.
+pub const KSELFTEST: &[Dep] = &[
+    file("clang 19", &["/usr/lib/llvm-19/bin/clang"], "clang-19"),
+    file(
+        "LLVM 19 tools",
+        &[
+            "/usr/lib/llvm-19/bin/llc",
+            "/usr/lib/llvm-19/bin/llvm-strip",
+        ],
+        "llvm-19",
+    ),
+    file("zlib headers", &["/usr/include/zlib.h"], "zlib1g-dev"),
+    // uprobe_multi, a helper test_progs runs, links it.
+    file("zstd library", &["/usr/include/zstd.h"], "libzstd-dev"),
+    tool("pahole", "dwarves"),
+    tool("make", "make"),
+    // The Makefile copies test_progs's helper files with it.
+    tool("rsync", "rsync"),
+];
 
 /// What booting a kernel needs.
 pub const BOOT: &[Dep] = &[tool("qemu-system-x86_64", "qemu-system-x86")];

@@ -1,7 +1,8 @@
 //! `cargo xtask`: build, boot and measure the lazy mmap BPF patch series.
 //!
 //! This file only parses the command line and dispatches. The commands
-//! (`build_kernel`, `check_patches`, `vmtest`, `run`, `bench`, `ci`) are thin; the work is in
+//! (`build_kernel`, `check_patches`, `vmtest`, `run`, `kselftest`, `bench`,
+//! `ci`) are thin; the work is in
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report) and
 //! `report/` (what the guest said, and what the user reads).
 
@@ -12,6 +13,7 @@ mod ci;
 mod cli;
 mod hostdeps;
 mod kernel;
+mod kselftest;
 mod project;
 mod report;
 mod run;
@@ -41,6 +43,7 @@ fn main() -> std::process::ExitCode {
         Command::Vmtest(args) => vmtest::run(args),
         Command::CheckPatches(args) => check_patches::run(args),
         Command::Run(args) => Ok(run::run(args)),
+        Command::Kselftest(args) => kselftest::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Ci(args) => ci::run(args),
     };

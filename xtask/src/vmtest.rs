@@ -190,7 +190,7 @@ fn write_ktap(session: &Session, run: &KernelRun) -> Result<()> {
 /// The JUnit file, the closing line, and the exit code.
 fn finish(session: &Session, runs: &[KernelRun], infra_errors: &[String]) -> Result<ExitCode> {
     let junit = session.run_dir.join("junit.xml");
-    fs::write(&junit, report::junit(runs))?;
+    fs::write(&junit, report::junit("bpflab vmtest", runs))?;
     eprintln!(
         "reports: {} (KTAP per kernel, junit.xml, console logs)",
         session.run_dir.display()

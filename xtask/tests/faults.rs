@@ -663,3 +663,122 @@ fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
         "{text}"
     );
 }
+
+/// Changes to the BPF tree's own tests: the mmap test holds the base
+/// kernel's behaviour (a fresh read-only mapping of a map is resident at
+/// once), and global_data never ends.
+const EAGER_MMAP_TEST_PATCH: &str = "\
+diff --git a/tools/testing/selftests/bpf/prog_tests/global_data.c b/tools/testing/selftests/bpf/prog_tests/global_data.c
+--- a/tools/testing/selftests/bpf/prog_tests/global_data.c
++++ b/tools/testing/selftests/bpf/prog_tests/global_data.c
+@@ -140,6 +140,8 @@
+ \t\t.repeat = 1,
+ \t);
+ 
++\t/* Hangs: the harness must take it for hung and go on after it. */
++\tpause();
+ \terr = bpf_prog_test_load(file, BPF_PROG_TYPE_SCHED_CLS, &obj, &prog_fd);
+ \tif (!ASSERT_OK(err, \"load program\"))
+ \t\treturn;
+diff --git a/tools/testing/selftests/bpf/prog_tests/mmap.c b/tools/testing/selftests/bpf/prog_tests/mmap.c
+--- a/tools/testing/selftests/bpf/prog_tests/mmap.c
++++ b/tools/testing/selftests/bpf/prog_tests/mmap.c
+@@ -28,6 +28,7 @@
+ \tstruct map_data *map_data;
+ \tstruct test_mmap *skel;
+ \t__u64 val = 0;
++\tunsigned char resident = 0;
+ 
+ \tskel = test_mmap__open();
+ \tif (CHECK(!skel, \"skel_open\", \"skeleton open failed\\n\"))
+@@ -61,6 +62,11 @@
+ \ttmp1 = mmap(NULL, page_size, PROT_READ, MAP_SHARED, rdmap_fd, 0);
+ \tif (CHECK(tmp1 == MAP_FAILED, \"rdonly_read_mmap\", \"failed: %d\\n\", errno))
+ \t\tgoto cleanup;
++\t/* Fails where mmap() leaves the pages to be faulted in later. */
++\terr = mincore(tmp1, page_size, &resident);
++\tif (CHECK(err || !(resident & 1), \"populated_at_mmap\",
++\t\t  \"err %d resident %d\\n\", err, resident))
++\t\tgoto cleanup;
+ 
+ \t/* get map's ID */
+ \tmemset(&map_info, 0, map_info_sz);
+";
+
+#[test]
+#[ignore = "boots kernels: run by cargo xtask ci"]
+fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_one_test() {
+    let dir = tempdir("eager-mmap-series");
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
+    fs::copy(project.join("patches").join(first), dir.join(first)).unwrap();
+    fs::write(
+        dir.join("0002-eager-mmap-test.patch"),
+        EAGER_MMAP_TEST_PATCH,
+    )
+    .unwrap();
+    fs::write(
+        dir.join("series"),
+        format!("{first}\n0002-eager-mmap-test.patch\n"),
+    )
+    .unwrap();
+    let (code, text) = run(&[
+        "kselftest",
+        "--patches",
+        dir.to_str().unwrap(),
+        "-t",
+        "mmap,global_data",
+        "--stall",
+        "30",
+    ]);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    let tree_line = text
+        .lines()
+        .find(|l| l.contains("the series changes "))
+        .unwrap_or_else(|| panic!("kselftest did not say the series changes tools/: {text}"));
+    assert!(
+        tree_line.contains("prog_tests/mmap.c") && tree_line.contains("prog_tests/global_data.c"),
+        "{tree_line}"
+    );
+    assert!(text.contains("FAIL:populated_at_mmap"), "{text}");
+    // The table's row of a test: its name and its status on each kernel.
+    let row = |name: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in the table: {text}"));
+        line.split_whitespace().map(String::from).collect()
+    };
+    assert_eq!(row("mmap"), ["mmap", "ok", "FAIL"], "{text}");
+    assert!(
+        text.contains("REGRESSION: 1 test(s) fail only on the patched kernel: mmap\n"),
+        "{text}"
+    );
+    // The hang: crashed on both kernels, each run resumed after it.
+    for kernel in ["base", "patched"] {
+        assert!(
+            text.contains(&format!(
+                "== {kernel}: global_data stopped the guest (the guest hung: the command printed nothing for 30s"
+            )),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        row("global_data"),
+        ["global_data", "CRASH", "CRASH"],
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "not a regression: 1 test(s) fail on base too (the environment or base): global_data\n"
+        ),
+        "{text}"
+    );
+    // The test after it ran in the resumed boot, and passed on both.
+    assert!(
+        !text.lines().any(|l| l.starts_with("global_data_init ")),
+        "{text}"
+    );
+    assert!(text.contains("global_data_init:OK"), "{text}");
+}

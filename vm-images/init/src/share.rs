@@ -74,6 +74,8 @@ const INNER: &[Inner] = &[
     inner("tmpfs", "/var/tmp", "mode=1777", true),
     inner("bpf", "/sys/fs/bpf", "", false),
     inner("debugfs", "/sys/kernel/debug", "", true),
+    // Where libbpf and test_progs look for tracepoints and kprobe events.
+    inner("tracefs", "/sys/kernel/tracing", "", true),
 ];
 
 /// Makes [`HOST_ROOT`] a root a host command can run in: the guest's

@@ -13,7 +13,12 @@ use xshell::cmd;
 use crate::util::last_lines;
 
 /// Fragments for the normal kernels, in merge order.
-pub const DEFAULT_FRAGMENTS: &[&str] = &["qemu.config", "bpf.config", "share.config"];
+pub const DEFAULT_FRAGMENTS: &[&str] = &[
+    "qemu.config",
+    "bpf.config",
+    "share.config",
+    "selftests.config",
+];
 /// Added on top for the debug kernels.
 pub const DEBUG_FRAGMENT: &str = "debug.config";
 

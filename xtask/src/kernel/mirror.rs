@@ -37,6 +37,34 @@ pub fn is_ours(rel: &Path) -> bool {
 /// Makes `dst` a hard-link mirror of `src`. Paths in `keep` (relative) are
 /// left alone in `dst`: they are the patched files, real copies.
 pub fn sync(src: &Path, dst: &Path, keep: &HashSet<PathBuf>) -> Result<SyncReport> {
+    let keeps = Keeps {
+        keep,
+        untracked: &|_| false,
+        fresh_copies: false,
+    };
+    sync_with(src, dst, &keeps)
+}
+
+/// [`sync`] for a mirror that make builds inside (the BPF selftests):
+/// the paths the source lacks for which `outputs` is true are left alone,
+/// and a file that changed since the last sync becomes a copy with a new
+/// mtime, so that make rebuilds what depends on it even when the change
+/// takes the file back to an older version (a link keeps the source's
+/// mtime, older than the outputs).
+pub fn sync_for_builds_inside(
+    src: &Path,
+    dst: &Path,
+    outputs: &dyn Fn(&Path) -> bool,
+) -> Result<SyncReport> {
+    let keeps = Keeps {
+        keep: &HashSet::new(),
+        untracked: outputs,
+        fresh_copies: true,
+    };
+    sync_with(src, dst, &keeps)
+}
+
+fn sync_with(src: &Path, dst: &Path, keeps: &Keeps) -> Result<SyncReport> {
     fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
     let mut report = SyncReport::default();
     let mut hasher = Sha256::new();
@@ -45,12 +73,12 @@ pub fn sync(src: &Path, dst: &Path, keep: &HashSet<PathBuf>) -> Result<SyncRepor
         src,
         dst,
         Path::new(""),
-        keep,
+        keeps,
         &mut report,
         &mut hasher,
         &mut seen,
     )?;
-    prune_dir(dst, Path::new(""), keep, &seen, &mut report)?;
+    prune_dir(dst, Path::new(""), keeps, &seen, &mut report)?;
     report.fingerprint = hex::encode(hasher.finalize());
     Ok(report)
 }
@@ -92,7 +120,7 @@ fn link_dir(
     src_root: &Path,
     dst_root: &Path,
     rel: &Path,
-    keep: &HashSet<PathBuf>,
+    keeps: &Keeps,
     report: &mut SyncReport,
     hasher: &mut Sha256,
     seen: &mut HashSet<PathBuf>,
@@ -120,8 +148,8 @@ fn link_dir(
                     fs::create_dir(&dst).with_context(|| format!("creating {}", dst.display()))?
                 }
             }
-            link_dir(src_root, dst_root, &rel_child, keep, report, hasher, seen)?;
-        } else if keep.contains(&rel_child) {
+            link_dir(src_root, dst_root, &rel_child, keeps, report, hasher, seen)?;
+        } else if keeps.keep.contains(&rel_child) {
             report.unchanged += 1;
         } else if meta.file_type().is_symlink() {
             let target = fs::read_link(&src)?;
@@ -134,19 +162,30 @@ fn link_dir(
                 report.linked += 1;
             }
         } else {
-            // The same inode, or (where links were not possible and the
-            // file was copied) the same size and mtime.
-            let same = fs::symlink_metadata(&dst)
-                .map(|m| {
-                    (m.ino() == meta.ino() && m.dev() == meta.dev())
-                        || (m.dev() != meta.dev() || m.nlink() == 1)
-                            && m.size() == meta.size()
-                            && m.mtime() == meta.mtime()
-                            && m.mtime_nsec() == meta.mtime_nsec()
-                })
-                .unwrap_or(false);
+            let dst_meta = fs::symlink_metadata(&dst).ok();
+            let same = dst_meta.as_ref().is_some_and(|m| {
+                if m.ino() == meta.ino() && m.dev() == meta.dev() {
+                    return true;
+                }
+                if keeps.fresh_copies {
+                    // A copy of ours: only its bytes say whether it is
+                    // still the source's (its mtime is its own).
+                    return same_contents(&src, &dst);
+                }
+                // Where links were not possible and the file was copied
+                // with its mtime: the same size and mtime.
+                (m.dev() != meta.dev() || m.nlink() == 1)
+                    && m.size() == meta.size()
+                    && m.mtime() == meta.mtime()
+                    && m.mtime_nsec() == meta.mtime_nsec()
+            });
+            let existed = dst_meta.is_some();
             if same {
                 report.unchanged += 1;
+            } else if keeps.fresh_copies && existed {
+                remove_any(&dst)?;
+                fs::copy(&src, &dst).with_context(|| format!("copying {}", src.display()))?;
+                report.linked += 1;
             } else {
                 remove_any(&dst)?;
                 link_or_copy(&src, &dst)?;
@@ -157,27 +196,47 @@ fn link_dir(
     Ok(())
 }
 
+/// What a sync leaves alone, and how it replaces a changed file.
+struct Keeps<'a> {
+    keep: &'a HashSet<PathBuf>,
+    untracked: &'a dyn Fn(&Path) -> bool,
+    fresh_copies: bool,
+}
+
 fn prune_dir(
     dst_root: &Path,
     rel: &Path,
-    keep: &HashSet<PathBuf>,
+    keeps: &Keeps,
     seen: &HashSet<PathBuf>,
     report: &mut SyncReport,
 ) -> Result<()> {
     for entry in sorted_entries(&dst_root.join(rel))? {
         let rel_child = rel.join(entry.file_name());
-        if is_ours(&rel_child) || keep.contains(&rel_child) {
+        if is_ours(&rel_child) || keeps.keep.contains(&rel_child) {
             continue;
         }
         let path = dst_root.join(&rel_child);
         if !seen.contains(&rel_child) {
+            if (keeps.untracked)(&rel_child) {
+                continue;
+            }
             remove_any(&path)?;
             report.removed += 1;
         } else if entry.file_type()?.is_dir() {
-            prune_dir(dst_root, &rel_child, keep, seen, report)?;
+            prune_dir(dst_root, &rel_child, keeps, seen, report)?;
         }
     }
     Ok(())
+}
+
+/// Whether two regular files hold the same bytes.
+fn same_contents(a: &Path, b: &Path) -> bool {
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(ma), Ok(mb)) if ma.is_file() && mb.is_file() && ma.len() == mb.len() => {
+            matches!((fs::read(a), fs::read(b)), (Ok(x), Ok(y)) if x == y)
+        }
+        _ => false,
+    }
 }
 
 fn remove_any(path: &Path) -> Result<()> {
@@ -272,6 +331,57 @@ mod tests {
             "int y;\n"
         );
         fs::remove_dir_all(t).unwrap();
+    }
+
+    #[test]
+    fn untracked_outputs_can_be_kept() {
+        let t = crate::util::tempdir();
+        let (src, dst) = (t.join("src"), t.join("dst"));
+        write(&src.join("sel/prog.c"), "int x;");
+        sync(&src, &dst, &HashSet::new()).unwrap();
+        write(&dst.join("sel/prog.o"), "obj");
+        write(&dst.join("other.o"), "obj");
+        let in_sel = |p: &Path| p.starts_with("sel");
+        let r = sync_for_builds_inside(&src, &dst, &in_sel).unwrap();
+        assert!(dst.join("sel/prog.o").exists());
+        assert!(!dst.join("other.o").exists());
+        assert_eq!(r.removed, 1);
+    }
+
+    #[test]
+    fn a_changed_file_in_a_build_mirror_is_newer_than_its_outputs() {
+        let t = crate::util::tempdir();
+        let (src, dst) = (t.join("src"), t.join("dst"));
+        let any = |_: &Path| true;
+        write(&src.join("m.c"), "old");
+        sync_for_builds_inside(&src, &dst, &any).unwrap();
+        let old = fs::metadata(src.join("m.c")).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&dst.join("m.o"), "built from old");
+        let built = fs::metadata(dst.join("m.o")).unwrap().modified().unwrap();
+        // Back to an older version: a link would carry the old mtime.
+        fs::remove_file(src.join("m.c")).unwrap();
+        write(&src.join("m.c"), "new");
+        fs::File::options()
+            .write(true)
+            .open(src.join("m.c"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        sync_for_builds_inside(&src, &dst, &any).unwrap();
+        let now = fs::metadata(dst.join("m.c")).unwrap().modified().unwrap();
+        assert!(
+            now > built,
+            "the changed source must look newer than its output"
+        );
+        assert_eq!(fs::read_to_string(dst.join("m.c")).unwrap(), "new");
+        // Unchanged since: the copy stays as it is.
+        let r = sync_for_builds_inside(&src, &dst, &any).unwrap();
+        assert_eq!(r.linked, 0);
+        assert_eq!(
+            fs::metadata(dst.join("m.c")).unwrap().modified().unwrap(),
+            now
+        );
     }
 
     #[test]

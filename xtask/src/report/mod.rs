@@ -131,12 +131,13 @@ fn junit_case(out: &mut String, kernel: &str, r: &TestResult) {
     writeln!(out, "{head}>\n      {inner}\n    </testcase>").unwrap();
 }
 
-pub fn junit(runs: &[KernelRun]) -> String {
+pub fn junit(suite: &str, runs: &[KernelRun]) -> String {
     let total = Counts::total(runs);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     writeln!(
         out,
-        "<testsuites name=\"bpflab vmtest\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
+        "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
+        xml(suite),
         total.all(),
         total.failed,
         total.crashed,
@@ -257,7 +258,7 @@ mod tests {
         assert!(lines.contains(&"# first splat: BUG: x"));
         assert!(lines.contains(&"not ok 4 t28_d"));
         assert!(lines.contains(&"ok 5 t28_e # SKIP not run: the guest died during t28_d"));
-        let j = junit(&[crashed_run()]);
+        let j = junit("bpflab vmtest", &[crashed_run()]);
         assert!(
             j.contains("tests=\"5\" failures=\"1\" errors=\"1\" skipped=\"2\""),
             "{j}"
@@ -284,7 +285,7 @@ mod tests {
 
     #[test]
     fn junit_is_escaped_and_counted() {
-        let j = junit(&[run()]);
+        let j = junit("bpflab vmtest", &[run()]);
         assert!(j.contains(
             "<testsuites name=\"bpflab vmtest\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\">"
         ));

@@ -48,6 +48,9 @@ pub struct Limits {
     /// ends (or is killed at its own timeout) well within it, so silence
     /// this long means the guest is wedged, e.g. after an Oops.
     pub stall: Duration,
+    /// For a host command that prints as it goes (test_progs): the file
+    /// of its output, which `stall` then watches instead.
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -218,6 +221,7 @@ impl Watcher<'_> {
         results: &Path,
     ) -> Result<VmEnd> {
         let mut progress = Progress::new(results);
+        let mut output = limits.output.as_deref().map(Progress::new);
         loop {
             if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
                 self.handle(line)?;
@@ -244,7 +248,8 @@ impl Watcher<'_> {
             if progress.verdict && still > POWER_OFF_GRACE {
                 return Ok(VmEnd::NoPowerOff);
             }
-            if self.boot_secs.is_some() && still > limits.stall {
+            let quiet = output.as_mut().map_or(still, Progress::still_for);
+            if self.boot_secs.is_some() && quiet > limits.stall {
                 return Ok(VmEnd::Stalled);
             }
         }

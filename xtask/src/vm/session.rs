@@ -28,6 +28,8 @@ pub struct Target {
     /// Which side of the plan's P/U cases the guest asserts.
     pub flavor: Flavor,
     pub debug: bool,
+    /// The kernel's vmlinux in its build tree, for kernels we built.
+    pub vmlinux: Option<PathBuf>,
 }
 
 impl Target {
@@ -82,6 +84,7 @@ pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<T
                 bzimage: info.bzimage,
                 flavor: spec.flavor,
                 debug: spec.debug,
+                vmlinux: Some(info.vmlinux),
             };
             out.push((*i, target));
         }
@@ -116,6 +119,7 @@ fn own_kernel(path: &str, vm: &VmArgs) -> Result<Target> {
         bzimage: p.to_path_buf(),
         flavor: vm.claim,
         debug: vm.debug,
+        vmlinux: None,
     })
 }
 
@@ -152,6 +156,9 @@ pub struct Session {
     pub io: GuestIo,
     /// The host command a `Program::Command` guest runs.
     pub host_command: Option<HostCommand>,
+    /// A host command whose stdout stays still this long (seconds; 3x on
+    /// debug kernels) is hung: the VM is stopped. None: no such limit.
+    pub output_stall: Option<u64>,
 }
 
 /// Host tools, the allowlist, a run directory, the kernels and the guest
@@ -175,6 +182,7 @@ pub fn prepare(source: &SourceArgs, vm: &VmArgs, what: &str) -> Result<Prepared>
             share: None,
             io: GuestIo::Console,
             host_command: None,
+            output_stall: None,
         },
     })
 }
@@ -206,12 +214,7 @@ impl Session {
                 VmConfig::new(accel, &target.bzimage, &initramfs, &results, guest.clone());
             cfg.share = share.as_ref().map(|(s, _)| s.devices.clone());
             cfg.io = self.io.clone();
-            let limits = limits(
-                accel,
-                target.debug,
-                self.timeout,
-                self.host_command.as_ref(),
-            );
+            let limits = self.limits_for(accel, target);
             let over = share
                 .as_ref()
                 .map(|(s, _)| format!(", host shared over {}", s.kind.name()))
@@ -268,6 +271,27 @@ impl Session {
 }
 
 impl Session {
+    /// The limits of one boot: a host command that prints as it goes is
+    /// also held to `output_stall` on its stdout.
+    fn limits_for(&self, accel: Accel, target: &Target) -> Limits {
+        let mut limits = limits(
+            accel,
+            target.debug,
+            self.timeout,
+            self.host_command.as_ref(),
+        );
+        if let (Some(secs), GuestIo::Command { stdout, .. }) = (self.output_stall, &self.io) {
+            let slow = if target.debug {
+                u64::from(DEBUG_SLOWDOWN)
+            } else {
+                1
+            };
+            limits.stall = Duration::from_secs(secs * slow);
+            limits.output = Some(stdout.clone());
+        }
+        limits
+    }
+
     fn hermetic_image(&mut self) -> Result<PathBuf> {
         if self.initramfs.is_none() {
             self.initramfs = Some(guest_image::build(&self.run_dir)?);
@@ -337,6 +361,7 @@ fn limits(
             boot: Duration::from_secs(TCG_BOOT * slow),
             overall,
             stall: overall,
+            output: None,
         };
     }
     // The slowest test (T19) takes 9 s under TCG and its timeout is 60 s,
@@ -350,6 +375,7 @@ fn limits(
         boot: Duration::from_secs(boot * slow),
         overall: Duration::from_secs(timeout.unwrap_or(overall * slow)),
         stall: Duration::from_secs(stall * slow),
+        output: None,
     }
 }
 
@@ -375,6 +401,10 @@ fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
         VmEnd::Timeout => Some(format!(
             "the guest hung: no end within {:?}; QEMU was killed",
             limits.overall
+        )),
+        VmEnd::Stalled if limits.output.is_some() => Some(format!(
+            "the guest hung: the command printed nothing for {:?}; QEMU was killed",
+            limits.stall
         )),
         VmEnd::Stalled => Some(format!(
             "the guest hung: no results line for {:?}; QEMU was killed",
@@ -445,6 +475,19 @@ pub fn judge(
             excerpt: tail[tail.len().saturating_sub(8)..].to_vec(),
         },
     };
+    // A host command has no plan to salvage: the caller gets the outcome
+    // (its output files, the console) with the failure.
+    if program == Program::Command {
+        return Ok(Judged {
+            report: GuestReport {
+                results: Vec::new(),
+                verdict: Verdict::Error,
+                verdict_detail: failure,
+                bench: Vec::new(),
+            },
+            vm_failure: Some(explained),
+        });
+    }
     let Ok(transcript) = protocol::read_transcript(results) else {
         bail!("{explained}");
     };

@@ -1,0 +1,484 @@
+//! Building the BPF tree's own selftests: `test_progs` from
+//! `tools/testing/selftests/bpf` of a kernel tree, with clang-19 and the
+//! BTF of one of our kernels; and the test modules (`bpf_testmod.ko`, ...)
+//! once per kernel, because a module's BTF is split against its own
+//! kernel's.
+//!
+//! make runs in a hard-link mirror of the tree (`<source>/kselftest/tree`)
+//! and writes its outputs next to the sources, as upstream builds it (the
+//! Makefile's dependencies on generated skeletons only hold that way: with
+//! an OUTPUT elsewhere every make rebuilds some 250 objects). The mirror
+//! keeps those outputs across syncs, and what cannot be built against this
+//! kernel's BTF can be left out of it (`leftout.rs`) without touching the
+//! tree the kernel is built from.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::leftout::{self, LeftOut};
+use crate::kernel::mirror;
+use crate::util::{last_lines, read_stamp, spawn_tied, write_atomic};
+
+/// Where Debian's clang-19 keeps the unversioned names the selftests'
+/// Makefile calls (clang, llc, llvm-strip, ...).
+pub const LLVM_BIN: &str = "/usr/lib/llvm-19/bin";
+
+/// The test modules test_progs loads, each a directory of the selftests.
+pub const TEST_MODULES: &[&str] = &[
+    "bpf_testmod",
+    "bpf_test_no_cfi",
+    "bpf_test_modorder_x",
+    "bpf_test_modorder_y",
+];
+
+pub const SELFTESTS_DIR: &str = "tools/testing/selftests/bpf";
+
+/// A kernel we built: its source tree, its build directory and vmlinux.
+#[derive(Debug, Clone)]
+pub struct KernelTree {
+    pub name: String,
+    pub tree: PathBuf,
+    pub build_dir: PathBuf,
+    pub vmlinux: PathBuf,
+}
+
+impl KernelTree {
+    /// From the vmlinux of a cache build: `<tree>/_build-*/vmlinux`.
+    pub fn from_vmlinux(name: &str, vmlinux: &Path) -> Result<KernelTree> {
+        let build_dir = vmlinux
+            .parent()
+            .with_context(|| format!("{} has no build directory", vmlinux.display()))?;
+        let tree = build_dir
+            .parent()
+            .with_context(|| format!("{} has no tree", build_dir.display()))?;
+        Ok(KernelTree {
+            name: name.to_string(),
+            tree: tree.to_path_buf(),
+            build_dir: build_dir.to_path_buf(),
+            vmlinux: vmlinux.to_path_buf(),
+        })
+    }
+}
+
+/// make's command line for test_progs, as data. `KDIR` and
+/// `KBUILD_OUTPUT` name the kernel the in-tree test modules are built
+/// against (test_progs's build needs them; each kernel gets its own later).
+pub fn test_progs_args(selftests: &Path, btf: &KernelTree, jobs: usize) -> Vec<String> {
+    vec![
+        "-C".into(),
+        selftests.display().to_string(),
+        format!("-j{jobs}"),
+        // Everything that can be built is, so that one pass finds every
+        // program this kernel's BTF cannot compile.
+        "-k".into(),
+        format!("VMLINUX_BTF={}", btf.vmlinux.display()),
+        format!("KDIR={}", btf.tree.display()),
+        format!("KBUILD_OUTPUT={}", btf.build_dir.display()),
+        "test_progs".into(),
+    ]
+}
+
+/// make's command line for one test module against one kernel.
+pub fn module_args(kernel: &KernelTree, module_dir: &Path, jobs: usize) -> Vec<String> {
+    vec![
+        "-C".into(),
+        kernel.tree.display().to_string(),
+        format!("O={}", kernel.build_dir.display()),
+        format!("M={}", module_dir.display()),
+        format!("-j{jobs}"),
+        "modules".into(),
+    ]
+}
+
+/// test_progs built: the directory that holds it, its BPF objects and
+/// helpers, and what was left out of it.
+pub struct TestProgs {
+    pub out: PathBuf,
+    pub left_out: LeftOut,
+}
+
+/// How many times make runs, each leaving out what the last could not
+/// build: the first finds the programs, a second the tests that load them.
+const MAKE_PASSES: usize = 4;
+
+/// Builds test_progs (or finds it up to date) from a mirror of `source`.
+pub fn test_progs(work: &Path, source: &Path, btf: &KernelTree, jobs: usize) -> Result<TestProgs> {
+    if !source.join(SELFTESTS_DIR).join("Makefile").is_file() {
+        bail!(
+            "{} has no BPF selftests ({SELFTESTS_DIR}/Makefile); use a full kernel tree",
+            source.display()
+        );
+    }
+    let tree = work.join("tree");
+    let outputs = |p: &Path| p.starts_with(SELFTESTS_DIR);
+    mirror::sync_for_builds_inside(source, &tree, &outputs)
+        .with_context(|| format!("mirroring {} for the selftests", source.display()))?;
+    let selftests = tree.join(SELFTESTS_DIR);
+    let out = selftests.clone();
+    let btf_id = identity(&btf.vmlinux)?;
+    // The stamp reads the sources where none is ever removed.
+    let original = source.join(SELFTESTS_DIR);
+    // What failed against this BTF fails again while its source is the
+    // same; anything new that fails is found by the passes below.
+    let mut left = match load_left_out(work) {
+        Some(l) if l.stamp == stamp(&btf_id, &original, &l)? => l,
+        _ => LeftOut::default(),
+    };
+    let args = test_progs_args(&selftests, btf, jobs);
+    let log = work.join("build.log");
+    crate::status!(
+        "kselftest",
+        "make {} (log: {})",
+        args.join(" "),
+        log.display()
+    );
+    let started = Instant::now();
+    for pass in 1..=MAKE_PASSES {
+        remove_left_out(&selftests, &left)?;
+        let Err(err) = make(&args, &log) else {
+            break;
+        };
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        if pass == MAKE_PASSES || !leave_out_failures(&selftests, &text, &mut left)? {
+            return Err(err.context("building test_progs"));
+        }
+        left.stamp = stamp(&btf_id, &original, &left)?;
+        write_atomic(&work.join(LEFT_OUT), &serde_json::to_vec_pretty(&left)?)?;
+    }
+    if !out.join("test_progs").is_file() {
+        bail!(
+            "make finished but wrote no test_progs; see {}",
+            log.display()
+        );
+    }
+    crate::status!("kselftest", "test_progs ready in {:.0?}", started.elapsed());
+    Ok(TestProgs {
+        out,
+        left_out: left,
+    })
+}
+
+const LEFT_OUT: &str = "left-out.json";
+
+/// The BTF's identity and the contents of the left-out programs.
+fn stamp(btf_id: &str, selftests: &Path, left: &LeftOut) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(btf_id.as_bytes());
+    for (prog, _) in &left.progs {
+        let path = selftests.join("progs").join(format!("{prog}.c"));
+        h.update(prog.as_bytes());
+        h.update(fs::read(&path).unwrap_or_default());
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn load_left_out(work: &Path) -> Option<LeftOut> {
+    serde_json::from_slice(&fs::read(work.join(LEFT_OUT)).ok()?).ok()
+}
+
+/// Which file, how big, how old: a rebuilt vmlinux is another BTF.
+fn identity(path: &Path) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(format!(
+        "{} {} {}.{}",
+        path.display(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec()
+    ))
+}
+
+/// Adds what make could not build to `left`; false if it found nothing
+/// to leave out (the failure is another kind, and is the user's to see).
+fn leave_out_failures(selftests: &Path, log: &str, left: &mut LeftOut) -> Result<bool> {
+    let (progs, tests) = leftout::failures(log);
+    let makefile = fs::read_to_string(selftests.join("Makefile"))?;
+    let sources = test_sources(selftests)?;
+    let mut found = false;
+    for (prog, why) in progs {
+        if left.progs.iter().any(|(p, _)| *p == prog) {
+            continue;
+        }
+        left.tests
+            .extend(leftout::tests_using(&prog, &makefile, &sources));
+        crate::status!("kselftest", "leaving out {prog}.bpf.o: {why}");
+        left.progs.push((prog, why));
+        found = true;
+    }
+    for test in tests {
+        found |= left.tests.insert(test);
+    }
+    Ok(found)
+}
+
+/// Every `prog_tests/NAME.c` as (NAME, text).
+fn test_sources(selftests: &Path) -> Result<Vec<(String, String)>> {
+    let dir = selftests.join("prog_tests");
+    let mut out = Vec::new();
+    for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if let (Some(name), Some("c")) = (
+            path.file_stem().and_then(|s| s.to_str()),
+            path.extension().and_then(|s| s.to_str()),
+        ) {
+            out.push((name.to_string(), fs::read_to_string(&path)?));
+        }
+    }
+    Ok(out)
+}
+
+/// Removes the left-out sources from the mirror (links only: the tree
+/// they mirror keeps them).
+fn remove_left_out(selftests: &Path, left: &LeftOut) -> Result<()> {
+    let progs = left.progs.iter().map(|(p, _)| format!("progs/{p}.c"));
+    let tests = left.tests.iter().map(|t| format!("prog_tests/{t}.c"));
+    for rel in progs.chain(tests) {
+        let path = selftests.join(rel);
+        if path.exists() {
+            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    drop_stale_test_list(selftests)
+}
+
+/// make does not remake the generated list of tests when a source goes
+/// (or comes back), and a test_progs listing a test it lacks refuses to
+/// start: a list that no longer matches the sources is removed.
+fn drop_stale_test_list(selftests: &Path) -> Result<()> {
+    let list = selftests.join("prog_tests/tests.h");
+    let Ok(text) = fs::read_to_string(&list) else {
+        return Ok(());
+    };
+    let mut want: Vec<String> = test_sources(selftests)?
+        .iter()
+        .flat_map(|(_, text)| leftout::defined_tests(text))
+        .collect();
+    let mut listed = leftout::listed_tests(&text);
+    // As sets: the Makefile's `sort` follows the locale.
+    want.sort();
+    listed.sort();
+    if listed != want {
+        fs::remove_file(&list).with_context(|| format!("removing {}", list.display()))?;
+    }
+    Ok(())
+}
+
+/// Builds the test modules against `kernel`, in copies of their sources of
+/// its own under `work/modules/<kernel>/`; returns the .ko files.
+pub fn modules(
+    work: &Path,
+    source: &Path,
+    kernel: &KernelTree,
+    jobs: usize,
+) -> Result<Vec<PathBuf>> {
+    let started = Instant::now();
+    let mut built = Vec::new();
+    for module in TEST_MODULES {
+        let src = source.join(SELFTESTS_DIR).join(module);
+        if !src.is_dir() {
+            continue;
+        }
+        let dir = work.join("modules").join(&kernel.name).join(module);
+        copy_changed(&src, &dir)?;
+        // kbuild does not relink an out-of-tree module when vmlinux
+        // changes, and a module whose BTF was split against another
+        // vmlinux is refused at load ("failed to validate module BTF").
+        let stamp = dir.join(".bpflab-vmlinux");
+        let vmlinux = identity(&kernel.vmlinux)?;
+        if read_stamp(&stamp) != vmlinux {
+            let _ = fs::remove_file(dir.join(format!("{module}.ko")));
+        }
+        let log = dir.join("build.log");
+        make(&module_args(kernel, &dir, jobs), &log)
+            .with_context(|| format!("building {module}.ko for the {} kernel", kernel.name))?;
+        let ko = dir.join(format!("{module}.ko"));
+        if !ko.is_file() {
+            bail!("make wrote no {}; see {}", ko.display(), log.display());
+        }
+        write_atomic(&stamp, vmlinux.as_bytes())?;
+        built.push(ko);
+    }
+    crate::status!(
+        &kernel.name,
+        "{} test module(s) built in {:.0?}",
+        built.len(),
+        started.elapsed()
+    );
+    Ok(built)
+}
+
+/// A directory test_progs runs in on one kernel: links to everything in
+/// `out` but the modules, and that kernel's own modules (test_progs loads
+/// them from its working directory).
+pub fn run_dir(work: &Path, out: &Path, kernel: &str, modules: &[PathBuf]) -> Result<PathBuf> {
+    let dir = work.join("run").join(kernel);
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let own: Vec<_> = modules.iter().filter_map(|m| m.file_name()).collect();
+    for entry in fs::read_dir(out).with_context(|| format!("reading {}", out.display()))? {
+        let entry = entry?;
+        if own.contains(&entry.file_name().as_os_str()) {
+            continue;
+        }
+        std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name())).with_context(
+            || format!("linking {} into {}", entry.path().display(), dir.display()),
+        )?;
+    }
+    for m in modules {
+        let name = m.file_name().context("a module without a name")?;
+        fs::copy(m, dir.join(name)).with_context(|| format!("copying {}", m.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Copies the files of `src` into `dst`, leaving alone those already the
+/// same: an unchanged source keeps its mtime, and kbuild its objects.
+fn copy_changed(src: &Path, dst: &Path) -> Result<()> {
+    fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
+    for entry in fs::read_dir(src).with_context(|| format!("reading {}", src.display()))? {
+        let entry = entry?;
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let to = dst.join(entry.file_name());
+        let new = fs::read(entry.path())?;
+        if fs::read(&to).ok().as_deref() != Some(new.as_slice()) {
+            fs::write(&to, new).with_context(|| format!("writing {}", to.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// make with clang-19 first on PATH, its output in `log`; a failure
+/// carries the log's last lines.
+fn make(args: &[String], log: &Path) -> Result<()> {
+    let file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let path = format!(
+        "{LLVM_BIN}:{}",
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
+    );
+    let mut child = spawn_tied(
+        Command::new("make")
+            .args(args)
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file),
+    )
+    .context("starting make")?;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    if !status.success() {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        bail!(
+            "make {status}; full log: {}\n{}",
+            log.display(),
+            last_lines(&text, 20)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel() -> KernelTree {
+        KernelTree::from_vmlinux("patched", Path::new("/c/s/patched/_build-default/vmlinux"))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_kernel_s_tree_and_build_come_from_its_vmlinux() {
+        let k = kernel();
+        assert_eq!(k.tree, Path::new("/c/s/patched"));
+        assert_eq!(k.build_dir, Path::new("/c/s/patched/_build-default"));
+    }
+
+    #[test]
+    fn test_progs_is_built_out_of_tree_against_one_kernel_s_btf() {
+        let args = test_progs_args(Path::new("/t/sel"), &kernel(), 3);
+        assert_eq!(args[..4], ["-C", "/t/sel", "-j3", "-k"]);
+        assert!(!args.iter().any(|a| a.starts_with("OUTPUT=")), "{args:?}");
+        for want in [
+            "VMLINUX_BTF=/c/s/patched/_build-default/vmlinux",
+            "KDIR=/c/s/patched",
+            "KBUILD_OUTPUT=/c/s/patched/_build-default",
+        ] {
+            assert!(args.contains(&want.to_string()), "{want} in {args:?}");
+        }
+        assert_eq!(args.last().unwrap(), "test_progs");
+    }
+
+    #[test]
+    fn a_module_is_built_against_its_kernel_s_tree_and_build() {
+        let args = module_args(&kernel(), Path::new("/w/modules/patched/bpf_testmod"), 2);
+        assert_eq!(
+            args,
+            [
+                "-C",
+                "/c/s/patched",
+                "O=/c/s/patched/_build-default",
+                "M=/w/modules/patched/bpf_testmod",
+                "-j2",
+                "modules"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_run_dir_has_the_kernel_s_own_modules() {
+        let t = crate::util::tempdir();
+        let out = t.join("out");
+        fs::create_dir_all(out.join("no_alu32")).unwrap();
+        fs::write(out.join("test_progs"), "elf").unwrap();
+        fs::write(out.join("bpf_testmod.ko"), "base's").unwrap();
+        let own = t.join("bpf_testmod.ko");
+        fs::write(&own, "patched's").unwrap();
+        let dir = run_dir(&t, &out, "patched", std::slice::from_ref(&own)).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join("bpf_testmod.ko")).unwrap(),
+            "patched's"
+        );
+        assert_eq!(
+            fs::read_link(dir.join("test_progs")).unwrap(),
+            out.join("test_progs")
+        );
+        assert!(dir.join("no_alu32").is_dir());
+        // Made afresh each run: nothing of an earlier run's is left.
+        fs::write(dir.join("stale"), "").unwrap();
+        let dir = run_dir(&t, &out, "patched", &[own]).unwrap();
+        assert!(!dir.join("stale").exists());
+    }
+
+    #[test]
+    fn unchanged_sources_keep_their_copies() {
+        let t = crate::util::tempdir();
+        let (src, dst) = (t.join("src"), t.join("dst"));
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("m.c"), "int x;").unwrap();
+        copy_changed(&src, &dst).unwrap();
+        let before = fs::metadata(dst.join("m.c")).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        copy_changed(&src, &dst).unwrap();
+        assert_eq!(
+            fs::metadata(dst.join("m.c")).unwrap().modified().unwrap(),
+            before
+        );
+        fs::write(src.join("m.c"), "int y;").unwrap();
+        copy_changed(&src, &dst).unwrap();
+        assert_eq!(fs::read_to_string(dst.join("m.c")).unwrap(), "int y;");
+    }
+}

@@ -1,0 +1,264 @@
+//! test_progs on one kernel, in as many boots as it takes: a test that
+//! hangs the guest (test_progs 6.12 has no watchdog) or crashes the kernel
+//! is reported as crashed, and a fresh boot resumes after it, so one bad
+//! test costs one test's result, not the rest of the run. (test_progs's
+//! `-n` cannot resume: a number range replaces the name filters rather
+//! than narrowing them, so the tests already done are denied instead.)
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use guest_common::protocol::Program;
+use guest_common::request::HostCommand;
+
+use super::parse;
+use crate::report::protocol::{Status, TestResult};
+use crate::vm::process::VmEnd;
+use crate::vm::qemu::GuestIo;
+use crate::vm::relay::Relay;
+use crate::vm::session::{self, GuestRun, Session, Target};
+
+/// Under TCG, as long as test_progs may print nothing: it prints a test's
+/// lines when the test ends, and its slowest tests (the verifier's, with
+/// hundreds of subtests) take minutes. 3x on debug kernels.
+pub const OUTPUT_STALL_SECS: u64 = 600;
+
+/// test_progs's tests: all of them in its order (a test's number is its
+/// place, from 1), and those the arguments select.
+#[derive(Debug, Default)]
+pub struct Numbering {
+    pub all: Vec<String>,
+    pub selected: Vec<String>,
+}
+
+impl Numbering {
+    /// Lists them with the host's run of the same test_progs (`-l` loads
+    /// nothing into the kernel).
+    pub fn of(dir: &Path, argv: &[String]) -> Result<Numbering> {
+        let list = |args: &[String]| -> Result<Vec<String>> {
+            let out = Command::new(dir.join("test_progs"))
+                .arg("-l")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .with_context(|| format!("listing the tests of {}/test_progs", dir.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "test_progs -l {}: {}",
+                    args.join(" "),
+                    crate::util::output_text(&out)
+                );
+            }
+            Ok(String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect())
+        };
+        Ok(Numbering {
+            all: list(&[])?,
+            selected: list(argv)?,
+        })
+    }
+
+    fn number(&self, name: &str) -> Option<usize> {
+        self.all.iter().position(|t| t == name).map(|i| i + 1)
+    }
+
+    /// The selected tests numbered up to `n`.
+    pub fn up_to(&self, n: usize) -> Vec<&str> {
+        self.selected
+            .iter()
+            .filter(|t| self.number(t).is_some_and(|m| m <= n))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The first selected test numbered after `last`: the one running when
+    /// output stopped after test `last`'s lines.
+    pub fn next_after(&self, last: usize) -> Option<(usize, &str)> {
+        self.selected
+            .iter()
+            .filter_map(|t| self.number(t).map(|n| (n, t.as_str())))
+            .filter(|(n, _)| *n > last)
+            .min_by_key(|(n, _)| *n)
+    }
+}
+
+/// What the boots of one kernel gave.
+pub struct KernelResults {
+    pub results: Vec<TestResult>,
+    /// A VM failure that ended the run for good (a timeout, or one that
+    /// cannot be resumed past).
+    pub vm_failure: Option<String>,
+    pub accel: String,
+    pub seconds: f64,
+    /// test_progs's stderr, last lines.
+    pub stderr_tail: String,
+    pub summary_seen: bool,
+    pub status: String,
+}
+
+/// Runs test_progs with `argv` in `dir` on `target`, resuming after a test
+/// that hung or crashed the guest.
+pub fn run(
+    session: &mut Session,
+    target: &Target,
+    dir: &Path,
+    argv: &[String],
+    numbering: &Numbering,
+    stall: u64,
+) -> Result<KernelResults> {
+    let mut all = KernelResults {
+        results: Vec::new(),
+        vm_failure: None,
+        accel: String::new(),
+        seconds: 0.0,
+        stderr_tail: String::new(),
+        summary_seen: false,
+        status: "?".into(),
+    };
+    // Tests up to this number are done (or hung): denied in later boots.
+    let mut done: Option<usize> = None;
+    let mut consoles = Vec::new();
+    for boot in 1.. {
+        let mut args = argv.to_vec();
+        if let Some(n) = done {
+            args.extend(["-d".to_string(), numbering.up_to(n).join(",")]);
+        }
+        session.output_stall = Some(stall);
+        let (ran, stdout, stderr) = boot_once(session, target, dir, &args, boot)?;
+        let parsed = parse::parse(&stdout);
+        all.accel = ran.accel.name().into();
+        all.seconds += ran.outcome.elapsed.as_secs_f64();
+        all.stderr_tail = crate::util::last_lines(&stderr, 8).replace('\n', " | ");
+        all.status = status_of(&ran);
+        all.summary_seen = parsed.summary.is_some();
+        let last = parse::last_number(&stdout).max(done.unwrap_or(0));
+        all.results.extend(parsed.results);
+        consoles.push(session::console_check(&ran.outcome, &all.results));
+        let Some(why) = ran.vm_failure.clone() else {
+            break;
+        };
+        let timed_out = matches!(ran.outcome.end, VmEnd::Timeout);
+        match numbering.next_after(last) {
+            Some((n, name)) if !all.summary_seen && !timed_out => {
+                let why = why.lines().next().unwrap_or_default();
+                eprintln!(
+                    "== {}: {name} stopped the guest ({why}); resuming after it",
+                    target.name
+                );
+                all.results.push(TestResult {
+                    name: name.to_string(),
+                    status: Status::Crashed,
+                    millis: 0,
+                    message: format!("{why} | the run resumed after it in a new boot"),
+                });
+                done = Some(n);
+            }
+            _ => {
+                all.vm_failure = Some(why);
+                break;
+            }
+        }
+    }
+    // One console check per kernel, whatever the number of boots: the
+    // first that failed, else a pass.
+    let mut console = consoles
+        .iter()
+        .find(|c| c.status != Status::Pass)
+        .or(consoles.last())
+        .cloned()
+        .context("no boot ran")?;
+    console.name = super::CONSOLE_CHECK.into();
+    all.results.push(console);
+    Ok(all)
+}
+
+/// One boot of test_progs; its output files are `test_progs-<kernel>-<boot>.*`.
+fn boot_once(
+    session: &mut Session,
+    target: &Target,
+    dir: &Path,
+    argv: &[String],
+    boot: usize,
+) -> Result<(GuestRun, String, String)> {
+    let stem = format!("test_progs-{}-{boot}", target.name);
+    let out = session.run_dir.join(format!("{stem}.out"));
+    let err = session.run_dir.join(format!("{stem}.err"));
+    for f in [&out, &err] {
+        fs::write(f, b"").with_context(|| format!("creating {}", f.display()))?;
+    }
+    session.io = GuestIo::Command {
+        stdout: out.clone(),
+        stderr: err.clone(),
+    };
+    session.host_command = Some(command(dir, argv)?);
+    // Live, as test_progs prints it; parsed from the file afterwards.
+    let relays = (
+        Relay::start(&out, std::io::stderr())?,
+        Relay::start(&err, std::io::stderr())?,
+    );
+    let ran = session.run_guest(target, target.guest(Program::Command, Vec::new(), None));
+    relays.0.finish().and(relays.1.finish())?;
+    let ran = ran?;
+    let stdout = fs::read_to_string(&out).unwrap_or_default();
+    let stderr = fs::read_to_string(&err).unwrap_or_default();
+    Ok((ran, stdout, stderr))
+}
+
+/// What the guest runs: test_progs in the kernel's own directory.
+fn command(dir: &Path, argv: &[String]) -> Result<HostCommand> {
+    let dir = dir
+        .to_str()
+        .context("the cache path is not UTF-8; use --cache-dir with a UTF-8 path")?;
+    // Line-buffered: test_progs's stdout is a file, and a test's lines
+    // must arrive when it ends (the stall limit watches them).
+    let mut full: Vec<String> = ["stdbuf", "-oL", "-eL"].map(String::from).to_vec();
+    full.push(format!("{dir}/test_progs"));
+    full.extend(argv.iter().cloned());
+    Ok(HostCommand {
+        argv: full,
+        cwd: dir.to_string(),
+        env: vec![
+            (
+                "PATH".into(),
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            ),
+            ("HOME".into(), "/root".into()),
+        ],
+        shell: false,
+        rows: 0,
+        cols: 0,
+    })
+}
+
+/// test_progs's exit status from the guest's verdict (`?` without one).
+fn status_of(ran: &GuestRun) -> String {
+    ran.report
+        .verdict_detail
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("status="))
+        .unwrap_or("?")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hung_test_is_the_next_selected_one() {
+        let n = Numbering {
+            all: ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
+            selected: ["a", "c", "e"].map(String::from).to_vec(),
+        };
+        assert_eq!(n.next_after(0), Some((1, "a")));
+        assert_eq!(n.next_after(1), Some((3, "c")));
+        assert_eq!(n.next_after(3), Some((5, "e")));
+        assert_eq!(n.next_after(5), None);
+        assert_eq!(n.up_to(3), ["a", "c"]);
+    }
+}
