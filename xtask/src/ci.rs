@@ -118,7 +118,7 @@ fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Ste
             &["vmtest", "--kernel", "patched", "--debug"],
         ));
     }
-    steps.push(xt("kselftest", "kselftest base vs patched", &["kselftest"]));
+    steps.push(xt("kselftest", "kselftest base+patched", &["kselftest"]));
     if !args.no_debug {
         steps.push(xt(
             "kselftest-debug",
