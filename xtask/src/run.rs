@@ -107,7 +107,7 @@ fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
 }
 
 /// `status=N` from the guest's verdict.
-fn status_of(detail: &str) -> Result<u8> {
+pub fn status_of(detail: &str) -> Result<u8> {
     detail
         .split_whitespace()
         .find_map(|w| w.strip_prefix("status="))

@@ -185,6 +185,20 @@ mod tests {
     use super::*;
     use crate::report::protocol::TestResult;
 
+    /// A base and a patched side.
+    fn pair<'a>(base: &'a KernelRun, patched: &'a KernelRun) -> [Side<'a>; 2] {
+        [
+            Side {
+                run: base,
+                patched: false,
+            },
+            Side {
+                run: patched,
+                patched: true,
+            },
+        ]
+    }
+
     fn run(kernel: &str, results: &[(&str, Status)]) -> KernelRun {
         KernelRun {
             kernel: kernel.into(),
@@ -223,16 +237,7 @@ mod tests {
                 ("sk", Pass),
             ],
         );
-        let sides = [
-            Side {
-                run: &base,
-                patched: false,
-            },
-            Side {
-                run: &patched,
-                patched: true,
-            },
-        ];
+        let sides = pair(&base, &patched);
         let f = findings(&sides);
         assert_eq!(f.regressions, ["mmap"]);
         assert_eq!(f.on_base_too, ["both"]);
@@ -251,16 +256,7 @@ mod tests {
     fn a_test_missing_on_patched_counts_as_not_run_there() {
         let base = run("base", &[("a", Status::Pass), ("b", Status::Pass)]);
         let patched = run("patched", &[("a", Status::Pass)]);
-        let sides = [
-            Side {
-                run: &base,
-                patched: false,
-            },
-            Side {
-                run: &patched,
-                patched: true,
-            },
-        ];
+        let sides = pair(&base, &patched);
         assert_eq!(findings(&sides).regressions, ["b"]);
         assert!(table(&sides, false).contains("not run"));
     }
@@ -273,16 +269,7 @@ mod tests {
             "patched",
             &[("tp/a", Pass), ("tp/b", Pass), ("ok_all/x", Fail)],
         );
-        let sides = [
-            Side {
-                run: &base,
-                patched: false,
-            },
-            Side {
-                run: &patched,
-                patched: true,
-            },
-        ];
+        let sides = pair(&base, &patched);
         let f = findings(&sides);
         assert!(
             f.regressions.iter().all(|t| t.starts_with("ok_all")),

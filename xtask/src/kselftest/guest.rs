@@ -237,12 +237,8 @@ fn command(dir: &Path, argv: &[String]) -> Result<HostCommand> {
 
 /// test_progs's exit status from the guest's verdict (`?` without one).
 fn status_of(ran: &GuestRun) -> String {
-    ran.report
-        .verdict_detail
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("status="))
-        .unwrap_or("?")
-        .to_string()
+    crate::run::status_of(&ran.report.verdict_detail)
+        .map_or_else(|_| "?".to_string(), |s| s.to_string())
 }
 
 #[cfg(test)]
