@@ -19,7 +19,6 @@ use crate::cli::{RunArgs, VmArgs};
 use crate::kernel::Flavor;
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestIo;
-use crate::vm::relay::Relay;
 use crate::vm::session::{self, GuestRun};
 
 /// The VM could not run the command (as `env` and `docker run` use it).
@@ -57,27 +56,21 @@ fn run_command(args: &RunArgs) -> Result<u8> {
             console: run_dir.join(format!("console-{}.raw", target.name)),
         }
     } else {
-        for file in [&outputs.0, &outputs.1] {
-            std::fs::write(file, b"").with_context(|| format!("creating {}", file.display()))?;
-        }
         GuestIo::Command {
             stdout: outputs.0.clone(),
             stderr: outputs.1.clone(),
         }
     };
-    let guest = target.guest(Program::Command, Vec::new(), None);
     let ran = if args.shell {
         let _terminal = TerminalGuard::save();
-        session.run_guest(target, guest)
+        session.run_guest(target, target.guest(Program::Command, Vec::new(), None))
     } else {
-        let relays = (
-            Relay::start(&outputs.0, std::io::stdout())?,
-            Relay::start(&outputs.1, std::io::stderr())?,
-        );
-        let ran = session.run_guest(target, guest);
-        let relayed = (relays.0.finish(), relays.1.finish());
-        relayed.0.and(relayed.1)?;
-        ran
+        session.run_command_relayed(
+            target,
+            (&outputs.0, &outputs.1),
+            std::io::stdout(),
+            std::io::stderr(),
+        )
     };
     // Relayed, or in the capped console log: the raw copies (as large as
     // the command made them) are not kept.

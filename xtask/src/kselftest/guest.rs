@@ -10,14 +10,11 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use guest_common::protocol::Program;
 use guest_common::request::HostCommand;
 
 use super::parse;
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::process::VmEnd;
-use crate::vm::qemu::GuestIo;
-use crate::vm::relay::Relay;
 use crate::vm::session::{self, GuestRun, Session, Target};
 
 /// Under TCG, as long as test_progs may print nothing: it prints a test's
@@ -188,22 +185,10 @@ fn boot_once(
     let stem = format!("test_progs-{}-{boot}", target.name);
     let out = session.run_dir.join(format!("{stem}.out"));
     let err = session.run_dir.join(format!("{stem}.err"));
-    for f in [&out, &err] {
-        fs::write(f, b"").with_context(|| format!("creating {}", f.display()))?;
-    }
-    session.io = GuestIo::Command {
-        stdout: out.clone(),
-        stderr: err.clone(),
-    };
     session.host_command = Some(command(dir, argv)?);
     // Live, as test_progs prints it; parsed from the file afterwards.
-    let relays = (
-        Relay::start(&out, std::io::stderr())?,
-        Relay::start(&err, std::io::stderr())?,
-    );
-    let ran = session.run_guest(target, target.guest(Program::Command, Vec::new(), None));
-    relays.0.finish().and(relays.1.finish())?;
-    let ran = ran?;
+    let ran =
+        session.run_command_relayed(target, (&out, &err), std::io::stderr(), std::io::stderr())?;
     let stdout = fs::read_to_string(&out).unwrap_or_default();
     let stderr = fs::read_to_string(&err).unwrap_or_default();
     Ok((ran, stdout, stderr))

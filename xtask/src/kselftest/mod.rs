@@ -38,9 +38,8 @@ const CONSOLE_CHECK: &str = "kernel_console_clean";
 pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     hostdeps::ensure(hostdeps::KSELFTEST)
         .context("checking the host tools for the BPF selftests")?;
-    let argv = test_progs_argv(&args)?;
     // The default set is what this VM guarantees: each of its tests must
-    // report on every kernel, and pass.
+    // be built, report on every kernel, and pass. Empty with -t or --all.
     let plan: Vec<String> = if default_set(&args) {
         lists::load(lists::ALLOWLIST)?
             .into_iter()
@@ -49,6 +48,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     } else {
         Vec::new()
     };
+    let argv = test_progs_argv(&args, &plan)?;
     let mut vm = args.vm.clone();
     if args.all && vm.timeout.is_none() {
         vm.timeout = Some(ALL_TIMEOUT_SECS);
@@ -58,16 +58,16 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         mut session,
     } = session::prepare(&args.source, &vm, "kselftest")?;
     let (run_dirs, left_out) = build_for(&args, &targets)?;
-    check_default_set_built(&args, &left_out)?;
+    check_default_set_built(&plan, &left_out)?;
     if args.build_only {
         return Ok(ExitCode::SUCCESS);
     }
     session.share = Some(args.share.forced());
     let mut runs = Vec::new();
     let mut infra = Vec::new();
+    let stall = args.stall.unwrap_or(guest::OUTPUT_STALL_SECS);
     for (target, dir) in targets.iter().zip(&run_dirs) {
         eprintln!("== {}: test_progs {}", target.name, argv.join(" "));
-        let stall = args.stall.unwrap_or(guest::OUTPUT_STALL_SECS);
         match run_on(&mut session, target, dir, &argv, &plan, stall) {
             Ok((kr, failure)) => {
                 if let Some(why) = failure {
@@ -93,14 +93,11 @@ fn default_set(args: &KselftestArgs) -> bool {
 
 /// Every test of the default set must be in test_progs: one left out of
 /// the build is a kernel config that lacks what it needs.
-fn check_default_set_built(args: &KselftestArgs, left_out: &LeftOut) -> Result<()> {
-    if !default_set(args) {
-        return Ok(());
-    }
-    let missing: Vec<String> = lists::load(lists::ALLOWLIST)?
-        .into_iter()
-        .filter(|e| left_out.tests.contains(&e.name))
-        .map(|e| e.name)
+fn check_default_set_built(plan: &[String], left_out: &LeftOut) -> Result<()> {
+    let missing: Vec<&str> = plan
+        .iter()
+        .filter(|t| left_out.tests.contains(*t))
+        .map(String::as_str)
         .collect();
     if !missing.is_empty() {
         bail!(
@@ -121,19 +118,18 @@ fn describe_progs(left_out: &LeftOut) -> String {
         .join("; ")
 }
 
-/// test_progs's arguments: the default set, `-t` names, or everything;
-/// never what the denylist names.
-fn test_progs_argv(args: &KselftestArgs) -> Result<Vec<String>> {
+/// test_progs's arguments: the default set (`plan`), `-t` names, or
+/// everything; never what the denylist names.
+fn test_progs_argv(args: &KselftestArgs, plan: &[String]) -> Result<Vec<String>> {
     let deny = lists::load(lists::DENYLIST)?;
     let mut argv = Vec::new();
     if !args.tests.is_empty() {
         argv.extend(["-t".to_string(), args.tests.join(",")]);
     } else if !args.all {
-        let allow = lists::load(lists::ALLOWLIST)?;
-        if allow.is_empty() {
+        if plan.is_empty() {
             bail!("kselftest/ALLOWLIST lists no test; name tests with -t or use --all");
         }
-        argv.extend(["-a".to_string(), lists::joined(&allow)]);
+        argv.extend(["-a".to_string(), plan.join(",")]);
     }
     if !deny.is_empty() {
         argv.extend(["-d".to_string(), lists::joined(&deny)]);

@@ -14,6 +14,7 @@ use super::accel::AccelPicker;
 use super::guest_image;
 use super::process::{self, Limits, VmEnd, VmOutcome};
 use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, VmConfig};
+use super::relay::Relay;
 use super::share::{self, ActiveShare};
 use crate::cli::{SourceArgs, VmArgs};
 use crate::kernel::{self, Flavor, KernelSpec};
@@ -271,6 +272,30 @@ impl Session {
 }
 
 impl Session {
+    /// Runs the host command on `target` with its stdout and stderr
+    /// written to the files `out` and `err` (made empty first) and
+    /// streamed to `to_out` and `to_err` as the guest writes them.
+    pub fn run_command_relayed(
+        &mut self,
+        target: &Target,
+        (out, err): (&Path, &Path),
+        to_out: impl std::io::Write + Send + 'static,
+        to_err: impl std::io::Write + Send + 'static,
+    ) -> Result<GuestRun> {
+        for file in [out, err] {
+            fs::write(file, b"").with_context(|| format!("creating {}", file.display()))?;
+        }
+        self.io = GuestIo::Command {
+            stdout: out.to_path_buf(),
+            stderr: err.to_path_buf(),
+        };
+        let relays = (Relay::start(out, to_out)?, Relay::start(err, to_err)?);
+        let ran = self.run_guest(target, target.guest(Program::Command, Vec::new(), None));
+        let relayed = (relays.0.finish(), relays.1.finish());
+        relayed.0.and(relayed.1)?;
+        ran
+    }
+
     /// The limits of one boot: a host command that prints as it goes is
     /// also held to `output_stall` on its stdout.
     fn limits_for(&self, accel: Accel, target: &Target) -> Limits {
@@ -281,12 +306,7 @@ impl Session {
             self.host_command.as_ref(),
         );
         if let (Some(secs), GuestIo::Command { stdout, .. }) = (self.output_stall, &self.io) {
-            let slow = if target.debug {
-                u64::from(DEBUG_SLOWDOWN)
-            } else {
-                1
-            };
-            limits.stall = Duration::from_secs(secs * slow);
+            limits.stall = Duration::from_secs(secs * slowdown(target.debug));
             limits.output = Some(stdout.clone());
         }
         limits
@@ -335,6 +355,15 @@ impl Session {
 /// overall and per-test limits are this much longer.
 pub const DEBUG_SLOWDOWN: u32 = 3;
 
+/// [`DEBUG_SLOWDOWN`] for a debug kernel, 1 otherwise.
+fn slowdown(debug: bool) -> u64 {
+    if debug {
+        u64::from(DEBUG_SLOWDOWN)
+    } else {
+        1
+    }
+}
+
 const TCG_BOOT: u64 = 60;
 const TCG_OVERALL: u64 = 900;
 
@@ -347,7 +376,7 @@ fn limits(
     timeout: Option<u64>,
     command: Option<&HostCommand>,
 ) -> Limits {
-    let slow = if debug { u64::from(DEBUG_SLOWDOWN) } else { 1 };
+    let slow = slowdown(debug);
     if let Some(cmd) = command {
         // A host command says nothing on the results channel until it
         // ends: only the boot and overall limits apply.
