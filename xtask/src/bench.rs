@@ -1,5 +1,6 @@
 //! `cargo xtask bench`: the seed's timing table, measured on each kernel in
-//! one run, side by side, plus the size sweep and its plot.
+//! one run, side by side, plus the sparse patterns, the prefault window's
+//! targets, the size sweep and its plot.
 
 use std::fs;
 use std::path::Path;
@@ -14,6 +15,7 @@ use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary, table};
 use crate::report::plot;
 use crate::report::protocol::Verdict;
+use crate::report::sparse::{sparse_table, window_targets};
 use crate::vm::session::{self, GuestRun, Prepared, Session, Target};
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -45,7 +47,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             bench.boots.push(parse_records(&run.report.bench)?);
         }
     }
-    let text = format!("{}{}", table(&results, accel), sweep_summary(&results));
+    let text = format!(
+        "{}{}{}{}",
+        table(&results, accel),
+        sparse_table(&results),
+        window_targets(&results),
+        sweep_summary(&results)
+    );
     println!("{text}");
     let out = args
         .out

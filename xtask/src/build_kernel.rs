@@ -1,5 +1,6 @@
 //! `cargo xtask build-kernel`: the series applied to a kernel tree, and the
-//! base and patched kernels built from it (the work is in `kernel/`).
+//! base kernel and each variant of the series built from it (the work is
+//! in `kernel/`).
 
 use std::process::ExitCode;
 
@@ -7,9 +8,12 @@ use anyhow::Result;
 
 use crate::cli::BuildKernelArgs;
 use crate::kernel;
+use crate::kernel::series::Series;
 
 pub fn run(args: BuildKernelArgs) -> Result<ExitCode> {
-    let manifest = kernel::build(&args.source, &args.kernel.specs(args.debug))?;
+    let series = Series::load(&args.source.patches)?;
+    let specs = kernel::specs_for(&args.kernel, &series, args.debug)?;
+    let manifest = kernel::build(&args.source, &specs)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&manifest)?);
     } else {

@@ -71,12 +71,16 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         // checkpatch --strict, git am, W=1 and sparse: minutes, not the
         // kernel builds' tens of minutes.
         xt("patches", "patch checks", &["check-patches"]),
-        xt("build", "build base + patched", &["build-kernel"]),
+        xt(
+            "build",
+            "build base, patched, prefault",
+            &["build-kernel", "--kernel", "all"],
+        ),
     ];
     let debug = [xt(
         "build-debug",
-        "build patched-debug",
-        &["build-kernel", "--kernel", "patched", "--debug"],
+        "build patched/prefault-debug",
+        &["build-kernel", "--kernel", "patched,prefault", "--debug"],
     )];
     if !args.no_debug {
         steps.extend(debug);
@@ -92,7 +96,11 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         steps.push(booting_tests("faults", "fault tests", "faults"));
     }
     steps.push(booting_tests("share", "share tests", "share"));
-    steps.push(xt("bench", "bench --quick", &["bench", "--quick"]));
+    steps.push(xt(
+        "bench",
+        "bench --quick",
+        &["bench", "--quick", "--kernel", "all"],
+    ));
     steps
 }
 
@@ -110,6 +118,11 @@ fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Ste
             "vmtest patched",
             &["vmtest", "--kernel", "patched"],
         ),
+        xt(
+            "vmtest-prefault",
+            "vmtest prefault",
+            &["vmtest", "--kernel", "prefault"],
+        ),
     ];
     if !args.no_debug {
         steps.push(xt(
@@ -117,13 +130,22 @@ fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Ste
             "vmtest patched-debug",
             &["vmtest", "--kernel", "patched", "--debug"],
         ));
+        steps.push(xt(
+            "vmtest-prefault-debug",
+            "vmtest prefault-debug",
+            &["vmtest", "--kernel", "prefault", "--debug"],
+        ));
     }
-    steps.push(xt("kselftest", "kselftest base+patched", &["kselftest"]));
+    steps.push(xt(
+        "kselftest",
+        "kselftest base/patched/prefault",
+        &["kselftest", "--kernel", "all"],
+    ));
     if !args.no_debug {
         steps.push(xt(
             "kselftest-debug",
-            "kselftest patched-debug",
-            &["kselftest", "--kernel", "patched", "--debug"],
+            "kselftest patched/prefault-debug",
+            &["kselftest", "--kernel", "patched,prefault", "--debug"],
         ));
     }
     steps
@@ -366,7 +388,9 @@ mod tests {
             "build-debug",
             "vmtest-base",
             "vmtest-patched",
+            "vmtest-prefault",
             "vmtest-debug",
+            "vmtest-prefault-debug",
             "faults",
             "share",
             "bench",

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::kernel::{Flavor, KernelSpec};
 use crate::project;
 use crate::vm::qemu::AccelChoice;
 use crate::vm::share::ShareChoice;
@@ -63,9 +62,11 @@ pub struct SourceArgs {
 pub struct BuildKernelArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// Which kernels to build.
-    #[arg(long, value_enum, default_value_t = KernelChoice::Both)]
-    pub kernel: KernelChoice,
+    /// Kernels to build, comma-separated: base, a variant of the series
+    /// (patched, prefault, ...), all (base and every variant) or both
+    /// (base and patched).
+    #[arg(long, alias = "kernels", value_delimiter = ',', default_value = "all")]
+    pub kernel: Vec<String>,
     /// Build the debug variants (KASAN, lockdep, DEBUG_VM, ...) instead.
     #[arg(long)]
     pub debug: bool,
@@ -74,38 +75,17 @@ pub struct BuildKernelArgs {
     pub json: bool,
 }
 
-/// build-kernel's `--kernel`: which of the two kernels to build.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelChoice {
-    Base,
-    Patched,
-    Both,
-}
-
-impl KernelChoice {
-    pub fn specs(self, debug: bool) -> Vec<KernelSpec> {
-        let flavors = match self {
-            KernelChoice::Base => vec![Flavor::Base],
-            KernelChoice::Patched => vec![Flavor::Patched],
-            KernelChoice::Both => vec![Flavor::Base, Flavor::Patched],
-        };
-        flavors
-            .into_iter()
-            .map(|flavor| KernelSpec { flavor, debug })
-            .collect()
-    }
-}
-
 /// Options shared by every subcommand that boots kernels.
 #[derive(clap::Args, Debug, Clone)]
 pub struct VmArgs {
-    /// Kernels to run, comma-separated: base, patched, or the path of a
-    /// bzImage of your own.
+    /// Kernels to run, comma-separated: base, a variant of the series
+    /// (patched, prefault, ...), all (base and every variant), both (base
+    /// and patched), or the path of a bzImage of your own.
     #[arg(
         long = "kernel",
         alias = "kernels",
         value_delimiter = ',',
-        default_value = "base,patched"
+        default_value = "all"
     )]
     pub kernels: Vec<String>,
     /// Use the debug kernels (KASAN, lockdep, DEBUG_VM, ...).
@@ -116,8 +96,8 @@ pub struct VmArgs {
     pub accel: AccelChoice,
     /// Which side of the plan's P/U cases a bzImage given by path is
     /// expected to be on.
-    #[arg(long, value_enum, default_value_t = Flavor::Patched)]
-    pub claim: Flavor,
+    #[arg(long, default_value = "patched", value_parser = guest_common::protocol::PLAN_KERNELS)]
+    pub claim: String,
     /// Kill the guest after this many seconds (default: 900 under TCG, 600
     /// under KVM, 3x that for debug kernels); the results that arrived are
     /// kept.
@@ -264,22 +244,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernel_names() {
-        let names: Vec<String> = KernelChoice::Both
-            .specs(false)
-            .iter()
-            .map(KernelSpec::name)
-            .collect();
-        assert_eq!(names, ["base", "patched"]);
-        let names: Vec<String> = KernelChoice::Patched
-            .specs(true)
-            .iter()
-            .map(KernelSpec::name)
-            .collect();
-        assert_eq!(names, ["patched-debug"]);
-    }
-
-    #[test]
     fn share_flags() {
         let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
             Command::Vmtest(a) => a.share,
@@ -307,14 +271,15 @@ mod tests {
     }
 
     #[test]
-    fn claim_is_a_flavor() {
+    fn claim_is_a_plan_kernel() {
         let cli = Cli::try_parse_from(["xtask", "vmtest", "--claim", "base"]).unwrap();
         let Command::Vmtest(args) = cli.command else {
             panic!("not vmtest");
         };
-        assert_eq!(args.vm.claim, Flavor::Base);
+        assert_eq!(args.vm.claim, "base");
         assert!(Cli::try_parse_from(["xtask", "vmtest", "--claim", "other"]).is_err());
-        let cli = Cli::try_parse_from(["xtask", "build-kernel", "--kernel", "both"]).unwrap();
-        assert!(matches!(cli.command, Command::BuildKernel(a) if a.kernel == KernelChoice::Both));
+        let cli =
+            Cli::try_parse_from(["xtask", "build-kernel", "--kernel", "base,prefault"]).unwrap();
+        assert!(matches!(cli.command, Command::BuildKernel(a) if a.kernel == ["base", "prefault"]));
     }
 }

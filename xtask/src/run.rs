@@ -40,7 +40,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         kernels: vec![args.kernel.clone()],
         debug: args.debug,
         accel: args.accel,
-        claim: Flavor::Patched,
+        claim: Flavor::patched().name().to_string(),
         timeout: args.timeout,
         inject: None,
     };

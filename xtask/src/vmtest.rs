@@ -19,6 +19,7 @@ use crate::vm::session::{self, GuestRun, Prepared, Session, Target, DEBUG_SLOWDO
 
 pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     session::check_filters(&args.filters)?;
+    session::check_plan_kernels(&args.source, &args.vm)?;
     let inject = split_inject(args.vm.inject.as_deref())?;
     let allowed_skips = skips::load()?;
     let Prepared {

@@ -577,6 +577,50 @@ fn build_killed_half_way_recovers_on_the_next_run() {
     assert!(text.contains("up to date"), "{text}");
 }
 
+/// The patches a kernel of the manifest carries, by name.
+fn patches_of(m: &serde_json::Value, name: &str) -> Vec<String> {
+    let k = m["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == name)
+        .unwrap_or_else(|| panic!("no kernel {name} in the manifest: {m}"));
+    k["patches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the kernels built: run by cargo xtask ci"]
+fn each_variant_has_its_own_tree_and_switching_rebuilds_nothing() {
+    // Built by CI's build step; this run only makes sure.
+    let (code, text) = run(&["build-kernel", "--kernel", "all"]);
+    assert_eq!(code, 0, "{text}");
+    for word in ["prefault", "patched", "prefault", "base,patched"] {
+        let (code, text) = run(&["build-kernel", "--kernel", word]);
+        assert_eq!(code, 0, "{text}");
+        assert!(
+            !text.contains("applying") && !text.contains("make O="),
+            "--kernel {word} after the others re-applied or rebuilt something: {text}"
+        );
+    }
+    let m = manifest();
+    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
+    let second = "0002-bpf-Map-a-window-of-array-map-pages-per-mmap-fault.patch";
+    assert_eq!(patches_of(&m, "base"), Vec::<String>::new());
+    assert_eq!(patches_of(&m, "patched"), [first]);
+    assert_eq!(patches_of(&m, "prefault"), [first, second]);
+    let (code, text) = run(&["build-kernel", "--kernel", "window"]);
+    assert_eq!(code, SETUP_FAILED, "{text}");
+    assert!(
+        text.contains("--kernel window: not one of base, patched, prefault"),
+        "{text}"
+    );
+}
+
 #[test]
 #[ignore = "rebuilds part of a kernel: run by cargo xtask ci"]
 fn two_runs_at_once_wait_for_each_other_and_both_succeed() {

@@ -35,11 +35,29 @@ use options::{InjectKind, Options, USAGE};
 /// Which kernel the guest booted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
-    /// Without the patch (U): mmap() inserts every page eagerly.
+    /// Without the series (U): mmap() inserts every page eagerly.
     Base,
-    /// With the patch (P): pages are faulted in on demand.
+    /// With patch 0001 (P): each page is faulted in on its own.
     Patched,
+    /// With 0001 and 0002 (W): a fault maps the aligned window of
+    /// [`FAULT_WINDOW`] map pages around the faulting page, within the VMA.
+    Prefault,
 }
+
+impl Kernel {
+    pub fn from_name(name: &str) -> Option<Kernel> {
+        match name {
+            "base" => Some(Kernel::Base),
+            "patched" => Some(Kernel::Patched),
+            "prefault" => Some(Kernel::Prefault),
+            _ => None,
+        }
+    }
+}
+
+/// Map pages one fault maps on the prefault kernel (patch 0002's
+/// ARRAY_MAP_FAULT_WINDOW), aligned to a multiple of it in the map.
+pub const FAULT_WINDOW: usize = guest_common::protocol::PREFAULT_WINDOW_PAGES;
 
 /// What a test knows about its environment.
 #[derive(Clone, Copy, Debug)]
@@ -48,16 +66,47 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn is_patched(&self) -> bool {
-        self.kernel == Kernel::Patched
+    /// Pages are inserted by faults, not by mmap() (patched and prefault).
+    pub fn is_lazy(&self) -> bool {
+        self.kernel != Kernel::Base
     }
 
-    /// The expectation for the kernel we run on.
-    pub fn pick<T>(&self, patched: T, base: T) -> T {
-        match self.kernel {
-            Kernel::Patched => patched,
-            Kernel::Base => base,
+    /// The expectation for the kernel we run on, where the two lazy
+    /// kernels must agree: `lazy` on patched and prefault, `eager` on base.
+    pub fn pick<T>(&self, lazy: T, eager: T) -> T {
+        if self.is_lazy() {
+            lazy
+        } else {
+            eager
         }
+    }
+
+    /// The map pages present in a mapping of map pages `vma` (first page
+    /// offset .. end) after user space touched the map pages `touched`
+    /// through it, starting untouched: all of them on base, the touched
+    /// ones on patched, their windows clamped to the VMA on prefault.
+    /// Sorted.
+    pub fn present_after(&self, vma: std::ops::Range<usize>, touched: &[usize]) -> Vec<usize> {
+        let mut present: Vec<usize> = match self.kernel {
+            Kernel::Base => vma.clone().collect(),
+            Kernel::Patched => touched.to_vec(),
+            Kernel::Prefault => touched
+                .iter()
+                .flat_map(|&t| {
+                    let first = t - t % FAULT_WINDOW;
+                    first.max(vma.start)..(first + FAULT_WINDOW).min(vma.end)
+                })
+                .collect(),
+        };
+        present.retain(|p| vma.contains(p));
+        present.sort_unstable();
+        present.dedup();
+        present
+    }
+
+    /// How many bytes of the mapping `present_after` makes resident.
+    pub fn rss_after(&self, vma: std::ops::Range<usize>, touched: &[usize]) -> u64 {
+        (self.present_after(vma, touched).len() * 4096) as u64
     }
 }
 
@@ -65,6 +114,7 @@ impl fmt::Display for Ctx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kernel {
             Kernel::Patched => "patched kernel",
+            Kernel::Prefault => "prefault kernel",
             Kernel::Base => "base kernel",
         })
     }
@@ -392,6 +442,36 @@ fn add_failure(outcome: Outcome, msg: String) -> Outcome {
 mod unit {
     use super::options::args;
     use super::*;
+
+    #[test]
+    fn every_plan_kernel_has_expectations() {
+        for name in guest_common::protocol::PLAN_KERNELS {
+            assert!(Kernel::from_name(name).is_some(), "{name}");
+        }
+        assert_eq!(Kernel::from_name("other"), None);
+    }
+
+    #[test]
+    fn present_pages_per_kernel() {
+        let on = |kernel| Ctx { kernel };
+        let touched = [0, 17, 40];
+        assert_eq!(
+            on(Kernel::Base).present_after(8..48, &touched),
+            (8..48).collect::<Vec<_>>()
+        );
+        assert_eq!(on(Kernel::Patched).present_after(8..48, &touched), [17, 40]);
+        // Windows [0,W) and [2W,3W), the first clamped to the VMA's W/2..3W.
+        let w = FAULT_WINDOW;
+        assert_eq!(
+            on(Kernel::Prefault).present_after(w / 2..3 * w, &[w / 2 + 1, 2 * w + 3]),
+            (w / 2..w).chain(2 * w..3 * w).collect::<Vec<_>>()
+        );
+        assert_eq!(on(Kernel::Prefault).present_after(0..4, &[0]), [0, 1, 2, 3]);
+        assert_eq!(
+            on(Kernel::Prefault).rss_after(0..2048, &[0, 1, 2047]),
+            (2 * w * 4096) as u64
+        );
+    }
 
     #[test]
     fn bad_options_exit_2() {

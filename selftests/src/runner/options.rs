@@ -2,7 +2,8 @@
 
 use super::Kernel;
 
-pub const USAGE: &str = "usage: selftests [--kernel base|patched] [--results PATH] [--list]
+pub const USAGE: &str =
+    "usage: selftests [--kernel base|patched|prefault] [--results PATH] [--list]
                  [--fail-fast] [--max-failures N] [--timeout-scale N]
                  [--inject crash|freeze|stall:TEST] [FILTER...]
   --kernel K         run the tests (guest mode) on kernel K; without it every
@@ -68,11 +69,10 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
         };
         match flag {
             "--kernel" => {
-                o.kernel = Some(match value("--kernel")?.as_str() {
-                    "base" => Kernel::Base,
-                    "patched" => Kernel::Patched,
-                    k => return Err(format!("unknown kernel {k:?} (want base or patched)")),
-                })
+                let name = value("--kernel")?;
+                o.kernel = Some(Kernel::from_name(&name).ok_or(format!(
+                    "unknown kernel {name:?} (want base, patched or prefault)"
+                ))?)
             }
             "--results" => o.results = Some(value("--results")?),
             "--list" => o.list = true,

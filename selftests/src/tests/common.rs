@@ -5,7 +5,7 @@ use std::io;
 
 pub use crate::child::{expect_signal, run_in_child, spawn, Gate};
 pub use crate::proc::Vma;
-pub use crate::runner::{Ctx, Kernel, Skip};
+pub use crate::runner::{Ctx, Kernel, Skip, FAULT_WINDOW};
 pub use crate::sys::bpf::{Map, MapSpec};
 pub use crate::sys::err_name;
 pub use crate::sys::mm::{self, Mapping, RO, RW};
@@ -176,6 +176,32 @@ pub fn present_pages(addr: usize, pages: usize) -> Vec<usize> {
         .collect()
 }
 
+/// Sorted page numbers as runs, "0-15 992-1007 2047", for messages.
+pub fn ranges(pages: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &p in pages {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == p => *end = p,
+            _ => runs.push((p, p)),
+        }
+    }
+    let words: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    if words.is_empty() {
+        "none".to_string()
+    } else {
+        words.join(" ")
+    }
+}
+
 /// Requires `r` to fail with one of `want`.
 #[track_caller]
 pub fn expect_errno<T>(r: io::Result<T>, want: &[i32], what: &str) {
@@ -219,5 +245,11 @@ mod unit {
         let img = page_image(7);
         assert_eq!(img.len(), PAGE);
         assert_eq!(word(&img, 3), pattern(7, 3));
+    }
+
+    #[test]
+    fn page_runs() {
+        assert_eq!(ranges(&[]), "none");
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0-2 5 7-8");
     }
 }

@@ -67,7 +67,8 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
     println!("[selftests] t26: THP enabled = {}", thp.trim());
 
     // Fault in the first (aligned) 2 MiB page by page.
-    std::hint::black_box(touch_pages(&m, &(0..HALF).collect::<Vec<_>>()));
+    let first_half: Vec<usize> = (0..HALF).collect();
+    std::hint::black_box(touch_pages(&m, &first_half));
     expect_errno(
         mm::madvise(m.addr(), 2 * MIB, mm::MADV_COLLAPSE),
         &[libc::EINVAL],
@@ -90,11 +91,15 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
     }
     assert_eq!(
         v.rss_bytes(),
-        ctx.pick(2 * MIB as u64, 4 * MIB as u64),
+        ctx.rss_after(0..PAGES, &first_half),
         "{ctx}: Rss after touching the first 2 MiB"
     );
-    let present = present_pages(m.addr(), PAGES).len();
-    assert_eq!(present, ctx.pick(HALF, PAGES), "{ctx}: present 4 KiB pages");
+    let present = present_pages(m.addr(), PAGES);
+    assert_eq!(
+        present,
+        ctx.present_after(0..PAGES, &first_half),
+        "{ctx}: present 4 KiB pages"
+    );
     for p in filled {
         check_page(&m, p, p, "after MADV_HUGEPAGE");
     }

@@ -1,5 +1,5 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T28).
+//! and the registry the runner executes in plan order (T01..T32).
 
 pub mod accounting;
 pub mod client;
@@ -13,6 +13,7 @@ pub mod populate;
 pub mod processes;
 pub mod stress;
 pub mod vma_surgery;
+pub mod window;
 
 use crate::runner::Test;
 
@@ -69,6 +70,11 @@ pub const ALL: &[Test] = &[
     test!(extras::t26_thp_madvise_no_effect),
     test!(extras::t27_numa_node_placement),
     test!(extras::t28_dmesg_clean),
+    test!(window::t29_window_stays_inside_vma),
+    test!(window::t30_window_fill_keeps_readonly),
+    test!(window::t31_faults_per_window),
+    // 2 s of racing under TCG, more on the debug kernel.
+    test!(window::t32_window_fill_races, timeout = 20),
 ];
 
 #[cfg(test)]
@@ -86,20 +92,24 @@ mod plan {
     #[test]
     fn every_case_has_both_expectations_and_its_functions() {
         let rows = rows();
-        for id in 1..=28 {
+        for id in 1..=32 {
             let tid = format!("T{id:02}");
             let row = rows
                 .iter()
                 .find(|r| r[0] == tid)
                 .unwrap_or_else(|| panic!("docs/TEST-PLAN.md has no row for {tid}"));
-            assert_eq!(row.len(), 5, "{tid}: want id | checked | U | P | functions");
+            assert_eq!(
+                row.len(),
+                6,
+                "{tid}: want id | checked | U | P | W | functions"
+            );
             assert!(
-                !row[2].is_empty() && !row[3].is_empty(),
-                "{tid}: the base (U) and patched (P) expectations must both be written"
+                row[2..5].iter().all(|cell| !cell.is_empty()),
+                "{tid}: the base (U), patched (P) and prefault (W) expectations must all be written"
             );
             let prefix = format!("t{id:02}_");
             assert!(
-                row[4].contains(&prefix),
+                row[5].contains(&prefix),
                 "{tid}: no function named {prefix}*"
             );
         }

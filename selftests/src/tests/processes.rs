@@ -12,21 +12,22 @@ use super::common::*;
 
 /// T15: a fork child reads pages the parent never touched and writes
 /// some; the parent and LOOKUP_ELEM see the writes. The child starts with
-/// the parent's touched pages resident (P; VM_MIXEDMAP page tables are
-/// copied at fork) or all of them (U).
+/// the parent's resident pages (VM_MIXEDMAP page tables are copied at
+/// fork): the touched ones (P), their window (W) or all of them (U).
 pub fn t15_fork_child_sees_and_writes(ctx: &Ctx) -> Result<(), Skip> {
-    let pm = PagedMap::new(16);
+    const PAGES: usize = 3 * FAULT_WINDOW;
+    let pm = PagedMap::new(PAGES);
     pm.fill_all();
     let m = pm.map_rw();
     std::hint::black_box(touch_pages(&m, &[0, 1]));
-    let want_child_rss = ctx.pick(2 * PAGE as u64, 16 * PAGE as u64);
+    let want_child_rss = ctx.rss_after(0..PAGES, &[0, 1]);
     run_in_child("fork child", || {
         assert_eq!(
             rss(m.addr()),
             want_child_rss,
             "{ctx}: child's Rss right after fork"
         );
-        for p in 2..16 {
+        for p in 2..PAGES {
             check_page(&m, p, p, &format!("child's read of page {p}"));
         }
         m.write_u64(10 * PAGE + 40, 0xC41D_0010);
@@ -34,7 +35,7 @@ pub fn t15_fork_child_sees_and_writes(ctx: &Ctx) -> Result<(), Skip> {
     });
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(2 * PAGE as u64, 16 * PAGE as u64),
+        ctx.rss_after(0..PAGES, &[0, 1]),
         "{ctx}: parent's Rss after the child ran"
     );
     assert_eq!(
@@ -62,10 +63,14 @@ fn expect_page(buf: &[u8], page: usize, what: &str) {
 /// T16: /proc/self/mem, process_vm_readv and `/proc/<child>/mem` on pages
 /// nobody touched return the right bytes; a /proc/self/mem write lands.
 pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
-    let pm = PagedMap::new(8);
+    // Pages in windows of their own, so each access is to an untouched
+    // page on the prefault kernel too.
+    const PAGES: usize = 6 * FAULT_WINDOW;
+    let w = |i: usize| i * FAULT_WINDOW;
+    let pm = PagedMap::new(PAGES);
     pm.fill_all();
     let m = pm.map_rw();
-    let at = |p: usize| (m.addr() + p * PAGE) as u64;
+    let at = |i: usize| (m.addr() + w(i) * PAGE) as u64;
     let mut buf = vec![0u8; PAGE];
 
     let mem = ok(
@@ -79,7 +84,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
         ok(mem.read_at(&mut buf, at(1)), "/proc/self/mem read"),
         PAGE
     );
-    expect_page(&buf, 1, "/proc/self/mem read of an untouched page");
+    expect_page(&buf, w(1), "/proc/self/mem read of an untouched page");
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
     assert_eq!(
@@ -89,7 +94,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
         ),
         PAGE
     );
-    expect_page(&buf, 2, "process_vm_readv of an untouched page");
+    expect_page(&buf, w(2), "process_vm_readv of an untouched page");
     assert_eq!(
         ok(
             mem.write_at(&0xFEED_u64.to_ne_bytes(), at(3)),
@@ -98,14 +103,14 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
         8
     );
     assert_eq!(
-        pm.lookup_word(3, 0),
+        pm.lookup_word(w(3), 0),
         0xFEED,
         "LOOKUP_ELEM after a /proc/self/mem write"
     );
-    // Each remote access populated this process' page table (P).
+    // Each remote access populated this process' page table (P, W).
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(3 * PAGE as u64, 8 * PAGE as u64),
+        ctx.rss_after(0..PAGES, &[w(1), w(2), w(3)]),
         "{ctx}: Rss after the remote accesses"
     );
 
@@ -116,7 +121,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
         // Pages 4 and 5 were faulted into this process by the parent.
         assert_eq!(
             rss(m.addr()),
-            ctx.pick(5 * PAGE as u64, 8 * PAGE as u64),
+            ctx.rss_after(0..PAGES, &[w(1), w(2), w(3), w(4), w(5)]),
             "{ctx}: child's Rss after remote reads"
         );
     });
@@ -131,7 +136,7 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
     );
     expect_page(
         &buf,
-        4,
+        w(4),
         "/proc/<child>/mem read of a page untouched in the child",
     );
     assert_eq!(
@@ -141,7 +146,11 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
         ),
         PAGE
     );
-    expect_page(&buf, 5, "process_vm_readv of a page untouched in the child");
+    expect_page(
+        &buf,
+        w(5),
+        "process_vm_readv of a page untouched in the child",
+    );
     done.open();
     child.wait().expect_success("child holding the mapping");
     Ok(())
@@ -151,10 +160,13 @@ pub fn t16_remote_access_untouched(ctx: &Ctx) -> Result<(), Skip> {
 /// and /dev/urandom, write() from them into a pipe, vmsplice() (GUP) and
 /// O_DIRECT against /dev/ram0 (which the VM's kernel must have).
 pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
-    let pm = PagedMap::new(16);
-    (0..4).for_each(|p| pm.fill(p));
+    // Map pages 0-2 and 8-10 are at win(0)-win(2) and win(8)-win(10): windows of
+    // their own, so each access is to an untouched page on prefault too.
+    let win = |i: usize| i * FAULT_WINDOW;
+    let pm = PagedMap::new(win(11));
+    (0..4).for_each(|i| pm.fill(win(i)));
     let m = pm.map_rw();
-    let page_ptr = |p: usize| (m.addr() + p * PAGE) as *mut libc::c_void;
+    let page_ptr = |i: usize| (m.addr() + win(i) * PAGE) as *mut libc::c_void;
 
     // read() from a tmpfs file into untouched page 8 (copy_to_user faults).
     let path = format!("/tmp/t17-{}.dat", std::process::id());
@@ -173,7 +185,7 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
         std::io::Error::last_os_error()
     );
     assert!(
-        pm.lookup_page(8) == page_image(700),
+        pm.lookup_page(win(8)) == page_image(700),
         "LOOKUP_ELEM after read() from a file"
     );
 
@@ -187,9 +199,9 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
         "read() from /dev/urandom: {}",
         std::io::Error::last_os_error()
     );
-    let got = pm.lookup_page(9);
+    let got = pm.lookup_page(win(9));
     assert!(
-        got == m.read_bytes(9 * PAGE, PAGE),
+        got == m.read_bytes(win(9) * PAGE, PAGE),
         "LOOKUP_ELEM and the mapping disagree after reading /dev/urandom"
     );
     assert!(
@@ -210,7 +222,7 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
     );
     let mut buf = vec![0u8; PAGE];
     ok(r.read_exact(&mut buf), "reading the pipe");
-    expect_page(&buf, 0, "write() from an untouched page");
+    expect_page(&buf, win(0), "write() from an untouched page");
 
     // vmsplice() pins untouched page 1 by GUP; the pipe then references
     // the map page itself, so a later update shows when the pipe is read.
@@ -227,7 +239,7 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
         std::io::Error::last_os_error()
     );
     ok(
-        pm.map.update_idx(1, &page_image(701)),
+        pm.map.update_idx(win(1) as u32, &page_image(701)),
         "UPDATE_ELEM of page 1",
     );
     ok(r.read_exact(&mut buf), "reading the vmspliced pipe");
@@ -268,7 +280,7 @@ pub fn t17_gup_kernel_access(_ctx: &Ctx) -> Result<(), Skip> {
         std::io::Error::last_os_error()
     );
     assert!(
-        pm.lookup_page(10) == page_image(2),
+        pm.lookup_page(win(10)) == page_image(win(2)),
         "LOOKUP_ELEM after the O_DIRECT round trip via /dev/ram0"
     );
     Ok(())

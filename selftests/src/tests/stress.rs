@@ -13,10 +13,13 @@ use crate::proc;
 
 /// T18: 16 threads fault the same untouched page at once (read), then
 /// another page (write): everybody sees the same data and exactly those
-/// pages become resident (P).
+/// pages (P) or their window (W) become resident: racing window fills
+/// step over the pages the others mapped.
 pub fn t18_same_page_concurrent_faults(ctx: &Ctx) -> Result<(), Skip> {
     const THREADS: usize = 16;
-    let pm = PagedMap::new(64);
+    // Four windows: the prefault kernel must map the first one only.
+    const PAGES: usize = 4 * FAULT_WINDOW;
+    let pm = PagedMap::new(PAGES);
     pm.fill(7);
     let m = pm.map_rw();
     let barrier = Barrier::new(THREADS);
@@ -41,7 +44,7 @@ pub fn t18_same_page_concurrent_faults(ctx: &Ctx) -> Result<(), Skip> {
     }
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(PAGE as u64, m.len() as u64),
+        ctx.rss_after(0..PAGES, &[7]),
         "{ctx}: Rss after 16 concurrent faults on one page"
     );
 
@@ -64,8 +67,8 @@ pub fn t18_same_page_concurrent_faults(ctx: &Ctx) -> Result<(), Skip> {
         );
     }
     assert_eq!(
-        present_pages(m.addr(), 64),
-        ctx.pick(vec![7, 9], (0..64).collect()),
+        present_pages(m.addr(), PAGES),
+        ctx.present_after(0..PAGES, &[7, 9]),
         "{ctx}: present pages"
     );
     Ok(())
@@ -89,7 +92,7 @@ pub fn t18_fault_races(ctx: &Ctx) -> Result<(), Skip> {
     let m = &mapping;
     // On U a zapped page of `m` would SIGBUS the readers (no .fault): the
     // zapper works on a second mapping nobody reads instead.
-    let zap_other = (!ctx.is_patched()).then(|| ok(pm.mmap(PAGES, RW, 0), "second mapping"));
+    let zap_other = (!ctx.is_lazy()).then(|| ok(pm.mmap(PAGES, RW, 0), "second mapping"));
     let stop = AtomicBool::new(false);
     let deadline = Instant::now() + Duration::from_secs(3);
     let hard_stop = deadline + Duration::from_secs(2);
@@ -358,7 +361,7 @@ pub fn t20_huge_map_lazy(ctx: &Ctx) -> Result<(), Skip> {
         "[selftests] t20: mmap of 1 GiB took {} us on the {ctx}",
         took.as_micros()
     );
-    if ctx.is_patched() {
+    if ctx.is_lazy() {
         // O(1) mmap: generous even under TCG; the eager path inserts 262144 PTEs.
         assert!(
             took < Duration::from_millis(200),
@@ -381,7 +384,7 @@ pub fn t20_huge_map_lazy(ctx: &Ctx) -> Result<(), Skip> {
     let pte_before = ok(proc::vm_pte_kb(), "VmPTE");
     let maps: Vec<Mapping> = (0..MAPPINGS)
         .map(|i| match ctx.kernel {
-            Kernel::Patched => pm.map_rw(),
+            Kernel::Patched | Kernel::Prefault => pm.map_rw(),
             Kernel::Base => ok(pm.mmap(window, RW, i * window), "32 MiB window"),
         })
         .collect();
@@ -397,8 +400,9 @@ pub fn t20_huge_map_lazy(ctx: &Ctx) -> Result<(), Skip> {
     let pte_kb = ok(proc::vm_pte_kb(), "VmPTE") - pte_before;
     println!("[selftests] t20: {MAPPINGS} mappings cost {pte_kb} kB of page tables on the {ctx}");
     match ctx.kernel {
-        // One touched page per mapping: a PTE page plus upper levels each.
-        Kernel::Patched => assert!(
+        // One touched page (or window) per mapping: a PTE page plus upper
+        // levels each.
+        Kernel::Patched | Kernel::Prefault => assert!(
             pte_kb < 1024,
             "{ctx}: {MAPPINGS} lazily populated mappings use {pte_kb} kB of page tables"
         ),

@@ -107,7 +107,7 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
     std::hint::black_box(touch_pages(&src, &touched));
     assert_eq!(
         rss(src.addr()),
-        ctx.pick(4 * PAGE as u64, 8 * PAGE as u64),
+        ctx.rss_after(0..8, &touched),
         "{ctx}: Rss before the move"
     );
     let dst = ok(mm::reserve(8 * PAGE, PAGE), "reserving the destination");
@@ -135,12 +135,12 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
     assert_eq!((v.start, v.len()), (dst_addr, 8 * PAGE), "moved VMA");
     assert_eq!(
         v.rss_bytes(),
-        ctx.pick(4 * PAGE as u64, 8 * PAGE as u64),
+        ctx.rss_after(0..8, &touched),
         "{ctx}: Rss right after the move"
     );
     assert_eq!(
         present_pages(dst_addr, 8),
-        ctx.pick(touched.to_vec(), (0..8).collect()),
+        ctx.present_after(0..8, &touched),
         "{ctx}: present pages after the move"
     );
     for p in [7, 0, 5, 3, 4, 1, 6, 2] {
@@ -184,7 +184,7 @@ fn zapped(ctx: &Ctx) -> (PagedMap, Mapping) {
 pub fn t14_dontneed_then_touch(ctx: &Ctx) -> Result<(), Skip> {
     let (pm, m) = zapped(ctx);
     match ctx.kernel {
-        Kernel::Patched => {
+        Kernel::Patched | Kernel::Prefault => {
             for p in 0..8 {
                 check_page_full(&m, p, p, &format!("{ctx}: page {p} after DONTNEED"));
             }
@@ -220,7 +220,7 @@ pub fn t14_dontneed_then_proc_mem(ctx: &Ctx) -> Result<(), Skip> {
     let mut buf = vec![0u8; PAGE];
     let r = mem.read_at(&mut buf, (m.addr() + 2 * PAGE) as u64);
     match ctx.kernel {
-        Kernel::Patched => {
+        Kernel::Patched | Kernel::Prefault => {
             assert_eq!(
                 ok(r, &format!("{ctx}: /proc/self/mem read after DONTNEED")),
                 PAGE
@@ -244,7 +244,7 @@ pub fn t14_dontneed_then_populate_read(ctx: &Ctx) -> Result<(), Skip> {
     let (_pm, m) = zapped(ctx);
     let r = mm::madvise(m.addr(), m.len(), mm::MADV_POPULATE_READ);
     match ctx.kernel {
-        Kernel::Patched => {
+        Kernel::Patched | Kernel::Prefault => {
             ok(r, &format!("{ctx}: MADV_POPULATE_READ after DONTNEED"));
             assert_eq!(
                 rss(m.addr()),

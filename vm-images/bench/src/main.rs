@@ -22,13 +22,18 @@ struct Options {
     iterations: usize,
 }
 
-/// The four rows of the seed's table.
+/// The four rows of the seed's table, and two sparse access patterns that
+/// show what mapping more than the touched page costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
     NopopulateNoaccess,
     NopopulateTouchall,
     PopulateNoaccess,
     PopulateTouchall,
+    /// Write one page in every 64.
+    SparseOneIn64,
+    /// Write 1% of the pages, picked at random with a fixed seed.
+    SparseRandom1pct,
 }
 
 impl Scenario {
@@ -39,12 +44,26 @@ impl Scenario {
         Scenario::PopulateTouchall,
     ];
 
+    const SPARSE: [Scenario; 2] = [Scenario::SparseOneIn64, Scenario::SparseRandom1pct];
+
     fn name(self) -> &'static str {
         match self {
             Scenario::NopopulateNoaccess => "nopopulate_noaccess",
             Scenario::NopopulateTouchall => "nopopulate_touchall",
             Scenario::PopulateNoaccess => "populate_noaccess",
             Scenario::PopulateTouchall => "populate_touchall",
+            Scenario::SparseOneIn64 => "sparse_1in64",
+            Scenario::SparseRandom1pct => "sparse_random_1pct",
+        }
+    }
+
+    /// The pages a sparse pattern writes, of a mapping of `pages` pages;
+    /// empty for the other scenarios.
+    fn sparse_pages(self, pages: usize) -> Vec<usize> {
+        match self {
+            Scenario::SparseOneIn64 => (0..pages).step_by(64).collect(),
+            Scenario::SparseRandom1pct => stats::random_pages(pages, (pages / 100).max(1)),
+            _ => Vec::new(),
         }
     }
 
@@ -76,6 +95,16 @@ struct TimingRecord {
     /// The mmap() call alone, within the same cycles.
     mmap_min_ns: u64,
     mmap_median_ns: u64,
+}
+
+/// Rss of one mapping after a sparse pattern's writes; kind "sparse_rss".
+#[derive(Serialize)]
+struct SparseRecord {
+    kind: &'static str,
+    scenario: &'static str,
+    size_bytes: u64,
+    touched_pages: usize,
+    rss_kb: u64,
 }
 
 /// Page-table and RSS cost of one mapping; kind is always "memory".
@@ -171,12 +200,54 @@ fn table(results: &mut Results, iterations: usize) -> Result<(), String> {
         scenarios.len(),
         stats::warmup_rounds(iterations),
         iterations,
-        |i| time_cycle(&map, scenarios[i]),
+        |i| time_cycle(&map, scenarios[i], &[]),
     )?;
     println!("\nmmap()+munmap() of an 8 MiB BPF_F_MMAPABLE array map:");
     print_header();
     for (scenario, s) in scenarios.iter().zip(&samples) {
         emit_timing(results, "scenario", *scenario, TABLE_SIZE, s)?;
+    }
+    sparse(results, &map, iterations)
+}
+
+/// The sparse patterns on the table's map: the cycle's time as for the
+/// table, then the mapping's Rss after one more, untimed, round of writes.
+fn sparse(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<(), String> {
+    let pages = (map.size as usize) / sys::PAGE;
+    let patterns: Vec<Vec<usize>> = Scenario::SPARSE
+        .iter()
+        .map(|s| s.sparse_pages(pages))
+        .collect();
+    let samples = stats::sample_blocks(
+        patterns.len(),
+        stats::warmup_rounds(iterations),
+        iterations,
+        |i| time_cycle(map, Scenario::SPARSE[i], &patterns[i]),
+    )?;
+    println!("\nsparse writes (no MAP_POPULATE), and Rss afterwards:");
+    print_header();
+    for ((scenario, s), touched) in Scenario::SPARSE.iter().zip(&samples).zip(&patterns) {
+        emit_timing(results, "sparse", *scenario, map.size, s)?;
+        let mapping = Mapping::new(map, false).map_err(|e| describe("mmap (sparse)", &e))?;
+        mapping.touch_pages(touched);
+        let rss_kb = sys::rss_kb(&mapping)?;
+        mapping
+            .unmap()
+            .map_err(|e| describe("munmap (sparse)", &e))?;
+        println!(
+            "{:>8}  {:<20} {} pages written, Rss {rss_kb} kB",
+            "",
+            scenario.name(),
+            touched.len()
+        );
+        let record = SparseRecord {
+            kind: "sparse_rss",
+            scenario: scenario.name(),
+            size_bytes: map.size,
+            touched_pages: touched.len(),
+            rss_kb,
+        };
+        results.emit(&to_json(&record)?)?;
     }
     Ok(())
 }
@@ -222,7 +293,7 @@ fn sweep(results: &mut Results, opts: &Options) -> Result<ArrayMap, String> {
             scenarios.len(),
             stats::warmup_rounds(iterations),
             iterations,
-            |i| time_cycle(&map, scenarios[i]),
+            |i| time_cycle(&map, scenarios[i], &[]),
         )?;
         for (scenario, s) in scenarios.iter().zip(&samples) {
             emit_timing(results, "sweep", *scenario, size, s)?;
@@ -307,7 +378,7 @@ fn create_error(size: u64, e: &std::io::Error) -> String {
 /// One mmap()+munmap(): (whole cycle, mmap() alone) in nanoseconds. The
 /// patch makes mmap() O(1); munmap() still walks whatever page tables
 /// cover the range, so the split shows where time goes.
-fn time_cycle(map: &ArrayMap, scenario: Scenario) -> Result<(u64, u64), String> {
+fn time_cycle(map: &ArrayMap, scenario: Scenario, sparse: &[usize]) -> Result<(u64, u64), String> {
     let start = sys::now_ns();
     let mapping = Mapping::new(map, scenario.populate())
         .map_err(|e| describe(&format!("mmap ({})", scenario.name()), &e))?;
@@ -315,6 +386,7 @@ fn time_cycle(map: &ArrayMap, scenario: Scenario) -> Result<(u64, u64), String> 
     if scenario.touch() {
         mapping.touch_all();
     }
+    mapping.touch_pages(sparse);
     mapping
         .unmap()
         .map_err(|e| describe(&format!("munmap ({})", scenario.name()), &e))?;

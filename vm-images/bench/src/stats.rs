@@ -109,6 +109,21 @@ pub fn sample_blocks<T: Clone, E>(
     Ok(samples)
 }
 
+/// `count` distinct page indexes below `pages`, sorted, from a fixed-seed
+/// xorshift: every kernel and every boot writes the same pages.
+pub fn random_pages(pages: usize, count: usize) -> Vec<usize> {
+    let count = count.min(pages);
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut picked = std::collections::BTreeSet::new();
+    while picked.len() < count {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        picked.insert((state % pages as u64) as usize);
+    }
+    picked.into_iter().collect()
+}
+
 /// "4 KiB", "64 MiB", "1 GiB" for the human table.
 pub fn fmt_size(bytes: u64) -> String {
     match bytes {
@@ -136,6 +151,16 @@ pub fn settled(before: Option<u64>, after: Option<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_pages_are_distinct_in_range_and_repeatable() {
+        let pages = random_pages(2048, 20);
+        assert_eq!(pages.len(), 20);
+        assert!(pages.windows(2).all(|w| w[0] < w[1]), "{pages:?}");
+        assert!(pages.iter().all(|&p| p < 2048), "{pages:?}");
+        assert_eq!(pages, random_pages(2048, 20));
+        assert_eq!(random_pages(4, 9), [0, 1, 2, 3]);
+    }
 
     #[test]
     fn summarize_odd_and_even() {

@@ -87,6 +87,15 @@ impl Mapping {
         }
     }
 
+    /// Writes one byte to each of `pages` (page indexes inside the mapping).
+    pub fn touch_pages(&self, pages: &[usize]) {
+        for &page in pages {
+            assert!(page * PAGE < self.len, "page {page} outside the mapping");
+            // SAFETY: checked just above to lie inside our writable mapping.
+            unsafe { self.addr.add(page * PAGE).write_volatile(1) };
+        }
+    }
+
     pub fn unmap(self) -> io::Result<()> {
         let (addr, len) = (self.addr, self.len);
         std::mem::forget(self);

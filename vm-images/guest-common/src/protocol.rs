@@ -32,6 +32,15 @@ pub const BOOT_MARKER: &str = "bpflab-init: starting";
 /// The guest's results port (its second serial port).
 pub const RESULTS_PORT: &str = "/dev/ttyS1";
 
+/// The kernels the test plan has expectations for (`bpflab.kernel`):
+/// without the series, with patch 0001, and with 0001+0002.
+pub const PLAN_KERNELS: [&str; 3] = ["base", "patched", "prefault"];
+
+/// Map pages one fault maps on "prefault" (patch 0002's
+/// ARRAY_MAP_FAULT_WINDOW): what its tests and the bench's Rss bound
+/// expect.
+pub const PREFAULT_WINDOW_PAGES: usize = 64;
+
 /// Kernel command-line keys read by /init.
 pub mod param {
     pub const PREFIX: &str = "bpflab.";

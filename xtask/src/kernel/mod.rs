@@ -13,6 +13,7 @@ pub mod progress;
 pub mod series;
 pub mod source;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -27,29 +28,89 @@ use crate::cli::SourceArgs;
 use crate::util::write_atomic;
 use crate::{hostdeps, project};
 
-/// The two kernels the project compares.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+/// Which kernel: the source as it is, or a variant of the series.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Flavor {
     Base,
-    Patched,
+    /// A variant of the series by name: "patched", "prefault", ...
+    Variant(String),
 }
 
 /// One kernel to build: a flavor, plain or with the debug options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSpec {
     pub flavor: Flavor,
     pub debug: bool,
 }
 
 impl Flavor {
-    /// "base" or "patched": also the side of the plan's P/U cases, as the
-    /// guest reads it from its command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Flavor::Base => "base",
-            Flavor::Patched => "patched",
+    /// The series' first variant (`patches/series` before any `[name]`).
+    pub fn patched() -> Flavor {
+        Flavor::Variant(series::FIRST_VARIANT.to_string())
+    }
+
+    pub fn from_name(name: &str) -> Flavor {
+        match name {
+            "base" => Flavor::Base,
+            name => Flavor::Variant(name.to_string()),
         }
     }
+
+    /// "base" or the variant's name: also the tree's directory, and what
+    /// the guest reads from its command line to pick its expectations.
+    pub fn name(&self) -> &str {
+        match self {
+            Flavor::Base => "base",
+            Flavor::Variant(name) => name,
+        }
+    }
+
+    pub fn is_base(&self) -> bool {
+        *self == Flavor::Base
+    }
+}
+
+/// The kernels one `--kernel` word names: `base`, a variant of `series`,
+/// `all` (base and every variant) or `both` (base and patched). None for
+/// any other word.
+pub fn expand_word(word: &str, series: &Series) -> Option<Vec<Flavor>> {
+    let variants = || {
+        series
+            .variants
+            .iter()
+            .map(|v| Flavor::Variant(v.name.clone()))
+    };
+    match word {
+        "base" => Some(vec![Flavor::Base]),
+        "all" => Some(std::iter::once(Flavor::Base).chain(variants()).collect()),
+        "both" => Some(vec![Flavor::Base, Flavor::patched()]),
+        name if series.variant(name).is_some() => Some(vec![Flavor::from_name(name)]),
+        _ => None,
+    }
+}
+
+/// What `expand_word` accepts, for an error message.
+pub fn known_words(series: &Series) -> String {
+    format!(
+        "base, {} (the series' variants), all or both",
+        series.variant_names().join(", ")
+    )
+}
+
+/// `--kernel` words (no paths) to kernels, `debug` or not, each once.
+pub fn specs_for(words: &[String], series: &Series, debug: bool) -> Result<Vec<KernelSpec>> {
+    let mut specs: Vec<KernelSpec> = Vec::new();
+    for word in words {
+        let flavors = expand_word(word, series)
+            .with_context(|| format!("--kernel {word}: not one of {}", known_words(series)))?;
+        for flavor in flavors {
+            let spec = KernelSpec { flavor, debug };
+            if !specs.contains(&spec) {
+                specs.push(spec);
+            }
+        }
+    }
+    Ok(specs)
 }
 
 impl KernelSpec {
@@ -87,17 +148,11 @@ pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest
         key,
         pristine,
     } = open(args)?;
-    let mut trees = Trees {
-        dir: cache.source_dir(&key),
-        pristine: &pristine,
-        series: &series,
-        base_key: None,
-        patched_key: None,
-    };
+    let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let jobs = jobs(args);
     let mut kernels = Vec::new();
     for spec in specs {
-        let tree = trees.prepare(spec.flavor)?;
+        let tree = trees.prepare(&spec.flavor)?;
         kernels.push(build_one(spec, tree, &cache, jobs)?);
     }
     let manifest = Manifest {
@@ -120,9 +175,9 @@ pub fn jobs(args: &SourceArgs) -> usize {
 }
 
 /// Base and patched trees of their own (`<source>/check/`), mirrored and
-/// patched but not built, for checks that compile a few objects: a series
-/// checked there never touches the trees the kernels are built from. The
-/// cache stays locked while the value lives.
+/// patched (with the whole series) but not built, for checks that compile
+/// a few objects: a series checked there never touches the trees the
+/// kernels are built from. The cache stays locked while the value lives.
 pub struct PreparedTrees {
     pub pristine: PathBuf,
     pub base: PathBuf,
@@ -142,15 +197,10 @@ pub fn prepare_trees(args: &SourceArgs) -> Result<PreparedTrees> {
         ..
     } = open(args)?;
     let source_dir = cache.source_dir(&key);
-    let mut trees = Trees {
-        dir: source_dir.join("check"),
-        pristine: &pristine,
-        series: &series,
-        base_key: None,
-        patched_key: None,
-    };
-    let base = trees.prepare(Flavor::Base)?.path;
-    let patched = trees.prepare(Flavor::Patched)?.path;
+    let mut trees = Trees::new(source_dir.join("check"), &pristine, &series);
+    let base = trees.prepare(&Flavor::Base)?.path;
+    let whole = Flavor::Variant(series.whole().name.clone());
+    let patched = trees.prepare(&whole)?.path;
     Ok(PreparedTrees {
         pristine,
         base,
@@ -207,14 +257,14 @@ fn source_info(source: &KernelSource, pristine: &Path) -> SourceInfo {
     }
 }
 
-/// The base and patched trees of one source, each brought up to date at
-/// most once per run.
+/// The trees of one source (base and each variant of the series), each
+/// brought up to date at most once per run.
 struct Trees<'a> {
     dir: PathBuf,
     pristine: &'a Path,
     series: &'a Series,
-    base_key: Option<String>,
-    patched_key: Option<String>,
+    /// State keys of the trees brought up to date so far, by name.
+    keys: HashMap<String, String>,
 }
 
 /// A tree ready to build: where it is, its state key, and its patches.
@@ -224,57 +274,74 @@ struct ReadyTree {
     patches: Vec<PatchInfo>,
 }
 
-impl Trees<'_> {
-    fn prepare(&mut self, flavor: Flavor) -> Result<ReadyTree> {
-        let path = self.dir.join(flavor.name());
-        let t = Instant::now();
-        match flavor {
-            Flavor::Base if self.base_key.is_none() => {
-                let report =
-                    mirror::sync(self.pristine, &path, &Default::default()).with_context(|| {
-                        format!(
-                            "mirroring {} into {}",
-                            self.pristine.display(),
-                            path.display()
-                        )
-                    })?;
-                crate::status!(
-                    "base",
-                    "tree ready in {:.1?} ({} file(s) relinked)",
-                    t.elapsed(),
-                    report.linked + report.removed
-                );
-                self.base_key = Some(report.fingerprint);
-            }
-            Flavor::Patched if self.patched_key.is_none() => {
-                let key = apply::prepare_patched(self.pristine, &path, self.series)
-                    .context("preparing the patched tree")?;
-                crate::status!("patched", "tree ready in {:.1?}", t.elapsed());
-                self.patched_key = Some(key);
-            }
-            _ => {}
+impl<'a> Trees<'a> {
+    fn new(dir: PathBuf, pristine: &'a Path, series: &'a Series) -> Trees<'a> {
+        Trees {
+            dir,
+            pristine,
+            series,
+            keys: HashMap::new(),
         }
-        let (key, patches) = match flavor {
-            Flavor::Base => (&self.base_key, vec![]),
-            Flavor::Patched => (&self.patched_key, self.patch_infos()),
+    }
+
+    fn prepare(&mut self, flavor: &Flavor) -> Result<ReadyTree> {
+        let name = flavor.name();
+        let path = self.dir.join(name);
+        let series = match flavor {
+            Flavor::Base => None,
+            Flavor::Variant(v) => {
+                let variant = self.series.variant(v).with_context(|| {
+                    format!(
+                        "no kernel variant {v}: the series builds {}",
+                        self.series.variant_names().join(", ")
+                    )
+                })?;
+                Some(self.series.upto(variant))
+            }
         };
+        if !self.keys.contains_key(name) {
+            let t = Instant::now();
+            let key = match &series {
+                None => self.mirror_base(&path)?,
+                Some(s) => apply::prepare_patched(self.pristine, &path, s)
+                    .with_context(|| format!("preparing the {name} tree"))?,
+            };
+            crate::status!(name, "tree ready in {:.1?}", t.elapsed());
+            self.keys.insert(name.to_string(), key);
+        }
         Ok(ReadyTree {
+            key: self.keys[name].clone(),
+            patches: series.map_or_else(Vec::new, |s| patch_infos(&s)),
             path,
-            key: key.clone().unwrap_or_default(),
-            patches,
         })
     }
 
-    fn patch_infos(&self) -> Vec<PatchInfo> {
-        self.series
-            .patches
-            .iter()
-            .map(|p| PatchInfo {
-                name: p.name.clone(),
-                sha256: p.sha256.clone(),
-            })
-            .collect()
+    fn mirror_base(&self, path: &Path) -> Result<String> {
+        let report = mirror::sync(self.pristine, path, &Default::default()).with_context(|| {
+            format!(
+                "mirroring {} into {}",
+                self.pristine.display(),
+                path.display()
+            )
+        })?;
+        crate::status!(
+            "base",
+            "{} file(s) relinked",
+            report.linked + report.removed
+        );
+        Ok(report.fingerprint)
     }
+}
+
+fn patch_infos(series: &Series) -> Vec<PatchInfo> {
+    series
+        .patches
+        .iter()
+        .map(|p| PatchInfo {
+            name: p.name.clone(),
+            sha256: p.sha256.clone(),
+        })
+        .collect()
 }
 
 fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> Result<KernelInfo> {
@@ -298,4 +365,35 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
         build_log: built.log,
         patches: tree.patches,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(flavors: &[Flavor]) -> Vec<&str> {
+        flavors.iter().map(Flavor::name).collect()
+    }
+
+    #[test]
+    fn kernel_words_name_base_and_the_series_variants() {
+        let series = Series::load(&project::root().join("patches")).unwrap();
+        let expand = |w: &str| expand_word(w, &series).map(|f| names(&f).join(","));
+        assert_eq!(expand("all").as_deref(), Some("base,patched,prefault"));
+        assert_eq!(expand("both").as_deref(), Some("base,patched"));
+        assert_eq!(expand("prefault").as_deref(), Some("prefault"));
+        assert_eq!(expand("/boot/vmlinuz"), None);
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let specs = specs_for(&words(&["base", "all", "prefault"]), &series, true).unwrap();
+        let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
+        assert_eq!(got, ["base-debug", "patched-debug", "prefault-debug"]);
+        let err = format!(
+            "{:#}",
+            specs_for(&words(&["nope"]), &series, false).unwrap_err()
+        );
+        assert_eq!(
+            err,
+            "--kernel nope: not one of base, patched, prefault (the series' variants), all or both"
+        );
+    }
 }

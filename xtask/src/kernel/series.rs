@@ -1,5 +1,8 @@
 //! The patch series under patches/: the `series` file names the patches in
-//! the order they apply, quilt-style.
+//! the order they apply, quilt-style. A line `[name]` starts a kernel
+//! variant: the kernel built from every patch above the line and the
+//! patches below it, up to the next such line. The patches before the first
+//! marker are the variant "patched".
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,27 @@ pub struct Patch {
 #[derive(Debug, Clone)]
 pub struct Series {
     pub patches: Vec<Patch>,
+    /// The kernels the series builds, in order; each is a prefix of
+    /// `patches`. Never empty; the first is "patched".
+    pub variants: Vec<Variant>,
+}
+
+/// One kernel of the series: the first `patches` patches applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    pub patches: usize,
+}
+
+/// The variant the patches before the first `[name]` line build.
+pub const FIRST_VARIANT: &str = "patched";
+
+/// One meaningful line of a series file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    Patch(&'a str),
+    /// `[name]`: a variant starts here.
+    Variant(&'a str),
 }
 
 impl Series {
@@ -35,34 +59,52 @@ impl Series {
             )
         })?;
         let mut patches = Vec::new();
-        for name in parse_series(&text) {
-            let path = dir.join(name);
-            let body = fs::read(&path).with_context(|| {
-                format!(
-                    "reading {} named in {}: add the file or remove its line",
-                    path.display(),
-                    series_path.display()
-                )
-            })?;
-            let body_text = String::from_utf8_lossy(&body);
-            let files = touched_files(&body_text);
-            if files.is_empty() {
-                bail!(
-                    "{} contains no diff: regenerate it with git format-patch",
-                    path.display()
-                );
+        // Where each variant ends: its name and how many patches it has.
+        let mut ends: Vec<(&str, usize)> = Vec::new();
+        let mut current = FIRST_VARIANT;
+        for line in parse_series(&text) {
+            match line {
+                Line::Variant(next) => {
+                    ends.push((current, patches.len()));
+                    current = next;
+                }
+                Line::Patch(name) => patches.push(load_patch(dir, name, &series_path)?),
             }
-            patches.push(Patch {
-                name: name.to_string(),
-                path,
-                sha256: hex::encode(Sha256::digest(&body)),
-                files,
-            });
         }
         if patches.is_empty() {
             bail!("{} names no patches", series_path.display());
         }
-        Ok(Series { patches })
+        ends.push((current, patches.len()));
+        let mut variants = Vec::new();
+        for (name, count) in ends {
+            variants.push(close_variant(name, count, &variants, &series_path)?);
+        }
+        Ok(Series { patches, variants })
+    }
+
+    /// The variant called `name`, if the series has one.
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The variants' names, in order: for messages.
+    pub fn variant_names(&self) -> Vec<&str> {
+        self.variants.iter().map(|v| v.name.as_str()).collect()
+    }
+
+    /// The series as far as `variant` goes: what its kernel is built from.
+    pub fn upto(&self, variant: &Variant) -> Series {
+        Series {
+            patches: self.patches[..variant.patches].to_vec(),
+            variants: vec![variant.clone()],
+        }
+    }
+
+    /// The variant with every patch: what the patch checks look at.
+    pub fn whole(&self) -> &Variant {
+        self.variants
+            .last()
+            .expect("a series has at least one variant")
     }
 
     /// One hash over the names and contents of all patches, in order:
@@ -87,12 +129,80 @@ impl Series {
     }
 }
 
-/// Patch names from a series file: one per line, `#` starts a comment.
-pub fn parse_series(text: &str) -> Vec<&str> {
+/// Reads the patch `name` that `series` names, in `dir`.
+fn load_patch(dir: &Path, name: &str, series: &Path) -> Result<Patch> {
+    // Absolute, so tools run from elsewhere (git am) find it.
+    let path = fs::canonicalize(dir.join(name)).unwrap_or_else(|_| dir.join(name));
+    let body = fs::read(&path).with_context(|| {
+        format!(
+            "reading {} named in {}: add the file or remove its line",
+            path.display(),
+            series.display()
+        )
+    })?;
+    let files = touched_files(&String::from_utf8_lossy(&body));
+    if files.is_empty() {
+        bail!(
+            "{} contains no diff: regenerate it with git format-patch",
+            path.display()
+        );
+    }
+    Ok(Patch {
+        name: name.to_string(),
+        path,
+        sha256: hex::encode(Sha256::digest(&body)),
+        files,
+    })
+}
+
+/// The variant `name` ends after `count` patches; it must add at least one
+/// patch, have a name of its own, and be usable as a directory and a
+/// kernel command-line word.
+fn close_variant(name: &str, count: usize, before: &[Variant], series: &Path) -> Result<Variant> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid || name == "base" || name.ends_with("-debug") || name == "all" || name == "both" {
+        bail!(
+            "{}: [{name}] is not a usable variant name: use lower-case letters, digits and '-', \
+             not base, all, both or a name ending in -debug",
+            series.display()
+        );
+    }
+    if before.iter().any(|v| v.name == name) {
+        bail!("{}: the variant [{name}] is named twice", series.display());
+    }
+    if count == 0 {
+        bail!(
+            "{}: no patch before the first [name] line: those patches build the kernel \"{FIRST_VARIANT}\"",
+            series.display()
+        );
+    }
+    if before.last().map_or(0, |v| v.patches) == count {
+        bail!(
+            "{}: the variant [{name}] adds no patch: list its patches after the [{name}] line",
+            series.display()
+        );
+    }
+    Ok(Variant {
+        name: name.to_string(),
+        patches: count,
+    })
+}
+
+/// The lines of a series file: a patch name per line or a `[variant]`
+/// line; `#` starts a comment.
+pub fn parse_series(text: &str) -> Vec<Line<'_>> {
     text.lines()
         .map(|line| line.split('#').next().unwrap_or("").trim())
         .filter(|line| !line.is_empty())
-        .map(|line| line.split_whitespace().next().unwrap_or(line))
+        .map(
+            |line| match line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                Some(name) => Line::Variant(name.trim()),
+                None => Line::Patch(line.split_whitespace().next().unwrap_or(line)),
+            },
+        )
         .collect()
 }
 
@@ -134,11 +244,84 @@ mod tests {
 
     #[test]
     fn series_skips_comments_and_blank_lines() {
-        let text = "# order matters\n\n0001-a.patch\n  0002-b.patch  # second\n0003-c.patch -p1\n";
+        let text =
+            "# order matters\n\n0001-a.patch\n  0002-b.patch  # second\n[more]\n0003-c.patch -p1\n";
         assert_eq!(
             parse_series(text),
-            ["0001-a.patch", "0002-b.patch", "0003-c.patch"]
+            [
+                Line::Patch("0001-a.patch"),
+                Line::Patch("0002-b.patch"),
+                Line::Variant("more"),
+                Line::Patch("0003-c.patch")
+            ]
         );
+    }
+
+    /// A directory with patches one.patch, two.patch, three.patch and the
+    /// given series file.
+    fn series_dir(series: &str) -> PathBuf {
+        let dir = crate::util::tempdir();
+        for f in ["one", "two", "three"] {
+            let diff = format!("--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-x\n+y\n");
+            fs::write(dir.join(format!("{f}.patch")), diff).unwrap();
+        }
+        fs::write(dir.join("series"), series).unwrap();
+        dir
+    }
+
+    #[test]
+    fn variants_are_prefixes_of_the_series() {
+        let dir = series_dir("one.patch\n[window]\ntwo.patch\n[third]\nthree.patch\n");
+        let series = Series::load(&dir).unwrap();
+        assert_eq!(series.variant_names(), ["patched", "window", "third"]);
+        let window = series.variant("window").unwrap();
+        let names: Vec<String> = series
+            .upto(window)
+            .patches
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["one.patch", "two.patch"]);
+        assert_eq!(series.whole().name, "third");
+        assert_ne!(series.upto(window).hash(), series.hash());
+        fs::remove_dir_all(dir).unwrap();
+        let dir = series_dir("one.patch\ntwo.patch\n");
+        let series = Series::load(&dir).unwrap();
+        assert_eq!(
+            series.variants,
+            [Variant {
+                name: "patched".into(),
+                patches: 2
+            }]
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn bad_variants_are_named() {
+        for (series, says) in [
+            ("one.patch\n[x]\n", "[x] adds no patch"),
+            ("[x]\none.patch\n", "no patch before the first [name] line"),
+            (
+                "one.patch\n[x]\ntwo.patch\n[x]\nthree.patch\n",
+                "[x] is named twice",
+            ),
+            (
+                "one.patch\n[patched]\ntwo.patch\n",
+                "[patched] is named twice",
+            ),
+            (
+                "one.patch\n[base]\ntwo.patch\n",
+                "[base] is not a usable variant name",
+            ),
+            ("one.patch\n[Big One]\ntwo.patch\n", "[Big One] is not"),
+            ("one.patch\n[x-debug]\ntwo.patch\n", "[x-debug] is not"),
+        ] {
+            let dir = series_dir(series);
+            let err = format!("{:#}", Series::load(&dir).unwrap_err());
+            assert!(err.contains(says), "{series:?}: {err}");
+            fs::remove_dir_all(dir).unwrap();
+        }
     }
 
     #[test]

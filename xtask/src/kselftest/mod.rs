@@ -21,12 +21,13 @@ use self::build::KernelTree;
 use self::compare::Side;
 use self::leftout::LeftOut;
 use crate::cli::KselftestArgs;
+use crate::hostdeps;
+use crate::kernel::series::{Patch, Series, Variant};
 use crate::kernel::{self, Flavor, KernelSpec};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::protocol::{Status, TestResult};
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::session::{self, Prepared, Session, Target};
-use crate::{hostdeps, kernel::series::Series};
 
 /// The guest's limit for `--all` under TCG (3x on debug kernels): the
 /// default set needs minutes, every test far more.
@@ -74,7 +75,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
                     eprintln!("== {}: the VM could not do its job: {why}", target.name);
                     infra.push(target.name.clone());
                 }
-                runs.push((kr, target.flavor == Flavor::Patched));
+                runs.push((kr, !target.flavor.is_base()));
             }
             Err(err) => {
                 eprintln!("== {}: the VM could not do its job: {err:#}", target.name);
@@ -145,20 +146,18 @@ fn build_for(args: &KselftestArgs, targets: &[Target]) -> Result<(Vec<PathBuf>, 
         .map(|t| match &t.vmlinux {
             Some(v) => KernelTree::from_vmlinux(&t.name, v),
             None => bail!(
-                "--kernel {}: kselftest runs only kernels it builds (base, patched): \
+                "--kernel {}: kselftest runs only kernels it builds (base and the series' variants): \
                  the test modules are built against each kernel's build tree",
                 t.name
             ),
         })
         .collect::<Result<Vec<_>>>()?;
-    // The BTF test_progs is built against: the plain kernel of the patched
-    // tree if one runs, else base. CO-RE adapts it to every kernel, and a
-    // debug run reuses the plain build rather than make its own.
-    let flavor = if targets.iter().any(|t| t.flavor == Flavor::Patched) {
-        Flavor::Patched
-    } else {
-        Flavor::Base
-    };
+    // The tree and BTF test_progs is built from: the plain kernel of one
+    // variant, the same whichever kernels run, so that switching kernels
+    // never rebuilds it. CO-RE adapts it to every kernel, and a debug run
+    // reuses the plain build rather than make its own.
+    let series = Series::load(&args.source.patches)?;
+    let flavor = Flavor::Variant(test_progs_variant(&series).name.clone());
     let spec = KernelSpec {
         flavor,
         debug: false,
@@ -172,7 +171,7 @@ fn build_for(args: &KselftestArgs, targets: &[Target]) -> Result<(Vec<PathBuf>, 
         .parent()
         .context("the pristine tree has no parent")?
         .join("kselftest");
-    say_which_tree(&args.source.patches, &btf)?;
+    say_which_tree(&series, &btf);
     let jobs = kernel::jobs(&args.source);
     let built = build::test_progs(&work, &btf.tree, &btf, jobs)?;
     let dirs = kernels
@@ -185,10 +184,25 @@ fn build_for(args: &KselftestArgs, targets: &[Target]) -> Result<(Vec<PathBuf>, 
     Ok((dirs, built.left_out))
 }
 
-/// One test_progs serves base and patched when the series leaves tools/
+/// The first variant with every change the series makes under tools/ (the
+/// first variant when it makes none): test_progs is built from its tree.
+fn test_progs_variant(series: &Series) -> &Variant {
+    let in_tools = |p: &Patch| p.files.iter().any(|f| f.starts_with("tools/"));
+    let needed = series
+        .patches
+        .iter()
+        .rposition(in_tools)
+        .map_or(1, |i| i + 1);
+    series
+        .variants
+        .iter()
+        .find(|v| v.patches >= needed)
+        .expect("the last variant has every patch")
+}
+
+/// One test_progs serves every kernel when the series leaves tools/
 /// alone; says which it is.
-fn say_which_tree(patches: &Path, btf: &KernelTree) -> Result<()> {
-    let series = Series::load(patches)?;
+fn say_which_tree(series: &Series, btf: &KernelTree) {
     let in_tools: Vec<String> = series
         .touched_files()
         .into_iter()
@@ -208,7 +222,6 @@ fn say_which_tree(patches: &Path, btf: &KernelTree) -> Result<()> {
             btf.name
         );
     }
-    Ok(())
 }
 
 /// test_progs on one kernel: its results (the console check included) and
@@ -328,4 +341,45 @@ fn finish(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(patch_files: &[&str], variants: &[(&str, usize)]) -> Series {
+        Series {
+            patches: patch_files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Patch {
+                    name: format!("{i}.patch"),
+                    path: PathBuf::new(),
+                    sha256: String::new(),
+                    files: vec![f.to_string()],
+                })
+                .collect(),
+            variants: variants
+                .iter()
+                .map(|(n, k)| Variant {
+                    name: n.to_string(),
+                    patches: *k,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn test_progs_comes_from_one_variant_whatever_runs() {
+        let kernel_only = series(
+            &["kernel/a.c", "kernel/b.c"],
+            &[("patched", 1), ("prefault", 2)],
+        );
+        assert_eq!(test_progs_variant(&kernel_only).name, "patched");
+        let tools_later = series(
+            &["kernel/a.c", "tools/testing/x.c", "kernel/b.c"],
+            &[("patched", 1), ("tests", 2), ("last", 3)],
+        );
+        assert_eq!(test_progs_variant(&tools_later).name, "tests");
+    }
 }

@@ -65,6 +65,8 @@ pub struct KernelBench {
 pub enum Metric {
     Cycle,
     MmapOnly,
+    /// A boot's fastest cycle: host noise only ever adds time.
+    FastestCycle,
 }
 
 impl Metric {
@@ -72,6 +74,7 @@ impl Metric {
         match self {
             Metric::Cycle => r.median_ns,
             Metric::MmapOnly => r.extra.get("mmap_median_ns").and_then(|v| v.as_u64()),
+            Metric::FastestCycle => r.min_ns,
         }
     }
 }
@@ -117,7 +120,7 @@ fn combined_metric(
     Some((median, spread))
 }
 
-fn us(ns: f64) -> String {
+pub fn us(ns: f64) -> String {
     let us = ns / 1000.0;
     if us >= 100.0 {
         format!("{us:.0}us")
@@ -126,10 +129,10 @@ fn us(ns: f64) -> String {
     }
 }
 
-/// The table in the seed's format: one column per kernel, the first two
-/// kernels' ratio, and the seed's own figures for reference.
+/// The table in the seed's format: one column per kernel, each later
+/// kernel's time as a multiple of the first's (base), and the seed's own
+/// figures for reference.
 pub fn table(kernels: &[KernelBench], accel: &str) -> String {
-    const SIZE: u64 = 8 << 20;
     let mut out = String::new();
     let boots = kernels.first().map_or(0, |k| k.boots.len());
     writeln!(
@@ -141,30 +144,24 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
     for k in kernels {
         write!(head, "{:>18}", k.kernel).unwrap();
     }
-    if kernels.len() >= 2 {
-        write!(head, "{:>10}", "ratio").unwrap();
+    let first = kernels.first().map_or("", |k| k.kernel.as_str());
+    for k in kernels.iter().skip(1) {
+        write!(head, "{:>18}", format!("{}/{first}", k.kernel)).unwrap();
     }
     write!(head, "   {:>11} {:>9}", "seed before", "after").unwrap();
     writeln!(out, "{}", head.trim_end()).unwrap();
     for (scenario, label, seed_before, seed_after) in SEED_ROWS {
         let mut line = format!("  {label:<36}");
-        let mut medians = Vec::new();
-        for k in kernels {
-            match combined(k, "scenario", scenario, SIZE) {
-                Some((m, spread)) => {
-                    write!(line, "{:>18}", format!("{} ±{:.0}%", us(m), spread * 100.0)).unwrap();
-                    medians.push(Some(m));
-                }
-                None => {
-                    write!(line, "{:>18}", "-").unwrap();
-                    medians.push(None);
-                }
-            }
+        let medians: Vec<Option<f64>> = kernels.iter().map(|k| table_median(k, scenario)).collect();
+        for (k, m) in kernels.iter().zip(&medians) {
+            let cell = match (m, combined(k, "scenario", scenario, TABLE_SIZE)) {
+                (Some(m), Some((_, spread))) => format!("{} ±{:.0}%", us(*m), spread * 100.0),
+                _ => "-".to_string(),
+            };
+            write!(line, "{cell:>18}").unwrap();
         }
-        if let [Some(a), Some(b), ..] = medians[..] {
-            write!(line, "{:>10}", format!("{:.1}x", a / b.max(1.0))).unwrap();
-        } else if kernels.len() >= 2 {
-            write!(line, "{:>10}", "-").unwrap();
+        for m in medians.iter().skip(1) {
+            write!(line, "{:>18}", ratio(*m, medians[0])).unwrap();
         }
         write!(
             line,
@@ -176,6 +173,29 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
         writeln!(out, "{line}").unwrap();
     }
     out
+}
+
+/// The 8 MiB map of the seed's table.
+pub const TABLE_SIZE: u64 = 8 << 20;
+
+/// The median over boots of one row of the table for kernel `k`.
+pub fn table_median(k: &KernelBench, scenario: &str) -> Option<f64> {
+    combined(k, "scenario", scenario, TABLE_SIZE).map(|(m, _)| m)
+}
+
+/// The median over boots of each boot's fastest cycle of one row: robust
+/// where a row's median wanders with the host (the no-access row's 10us
+/// spread ±60% across boots while the fastest cycles stayed within 7%).
+pub fn table_fastest(k: &KernelBench, scenario: &str) -> Option<f64> {
+    combined_metric(k, "scenario", scenario, TABLE_SIZE, Metric::FastestCycle).map(|(m, _)| m)
+}
+
+/// `a / b` as "1.04x", or "-" when either is missing.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}x", a / b.max(1.0)),
+        _ => "-".to_string(),
+    }
 }
 
 /// Every sweep size measured for `scenario` on `k`, ascending.
@@ -351,13 +371,14 @@ mod tests {
     fn table_has_both_columns_ratio_and_seed() {
         let t = table(&kernels(), "TCG");
         assert!(t.contains("TCG"));
+        assert!(t.contains("patched/base"), "{t}");
         let row = t
             .lines()
             .find(|l| l.contains("no MAP_POPULATE, no access"))
             .unwrap();
         assert!(row.contains("2486us"), "{row}"); // 226us x 11
         assert!(row.contains("226us"), "{row}");
-        assert!(row.contains("11.0x"), "{row}");
+        assert!(row.contains("0.09x"), "{row}"); // 1/11
         assert!(row.contains("1.1us"), "{row}");
         assert_eq!(t.lines().filter(|l| l.contains("MAP_POPULATE")).count(), 4);
     }

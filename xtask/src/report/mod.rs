@@ -5,6 +5,7 @@ pub mod bench;
 pub mod plot;
 pub mod protocol;
 pub mod skips;
+pub mod sparse;
 
 use std::fmt::Write as _;
 

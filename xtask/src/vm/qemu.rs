@@ -281,7 +281,7 @@ mod tests {
             Path::new("/r/results.txt"),
             GuestCommand {
                 program: Program::Selftests,
-                kernel: Flavor::Patched.name().into(),
+                kernel: Flavor::patched().name().into(),
                 args: vec!["t14".into(), "t02".into()],
                 inject: None,
             },

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use guest_common::protocol::{Inject, Program};
+use guest_common::protocol::{Inject, Program, PLAN_KERNELS};
 use guest_common::request::{HostCommand, Request, ShareKind};
 
 use super::accel::AccelPicker;
@@ -17,6 +17,7 @@ use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, VmConfig};
 use super::relay::Relay;
 use super::share::{self, ActiveShare};
 use crate::cli::{SourceArgs, VmArgs};
+use crate::kernel::series::Series;
 use crate::kernel::{self, Flavor, KernelSpec};
 use crate::report::protocol::{self, Death, GuestReport, Status, TestResult, Verdict};
 use crate::{hostdeps, project};
@@ -54,42 +55,42 @@ impl Target {
 /// copies each image into `run_dir` while the cache is still locked: a
 /// later run may rebuild the cache's kernels while this one boots them.
 pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<Target>> {
-    let mut specs = Vec::new();
+    let series = Series::load(&source.patches)?;
+    let mut specs: Vec<(usize, KernelSpec)> = Vec::new();
     let mut out: Vec<(usize, Target)> = Vec::new();
-    for (i, k) in vm.kernels.iter().enumerate() {
-        let flavor = match k.as_str() {
-            "base" => Flavor::Base,
-            "patched" => Flavor::Patched,
-            path => {
-                out.push((i, own_kernel(path, vm)?));
-                continue;
-            }
+    for (i, word) in vm.kernels.iter().enumerate() {
+        let Some(flavors) = kernel::expand_word(word, &series) else {
+            out.push((i, own_kernel(word, vm, &series)?));
+            continue;
         };
-        specs.push((
-            i,
-            KernelSpec {
+        for flavor in flavors {
+            let spec = KernelSpec {
                 flavor,
                 debug: vm.debug,
-            },
-        ));
+            };
+            if !specs.iter().any(|(_, s)| *s == spec) {
+                specs.push((i, spec));
+            }
+        }
     }
     // Held until the built kernels are copied out of the cache.
     let mut lock = None;
     if !specs.is_empty() {
-        let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| *s).collect();
+        let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
         let (manifest, cache) = kernel::build_locked(source, &only)?;
         lock = Some(cache);
         for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
             let target = Target {
                 name: info.name,
                 bzimage: info.bzimage,
-                flavor: spec.flavor,
+                flavor: spec.flavor.clone(),
                 debug: spec.debug,
                 vmlinux: Some(info.vmlinux),
             };
             out.push((*i, target));
         }
     }
+    // Stable: the kernels one word names keep their order.
     out.sort_by_key(|(i, _)| *i);
     let mut targets: Vec<Target> = out.into_iter().map(|(_, t)| t).collect();
     unique_names(&mut targets);
@@ -105,11 +106,33 @@ pub fn targets(source: &SourceArgs, vm: &VmArgs, run_dir: &Path) -> Result<Vec<T
     Ok(targets)
 }
 
+/// Before anything is built: every kernel `--kernel` names must be one the
+/// test plan has expectations for.
+pub fn check_plan_kernels(source: &SourceArgs, vm: &VmArgs) -> Result<()> {
+    let series = Series::load(&source.patches)?;
+    for word in &vm.kernels {
+        for flavor in kernel::expand_word(word, &series).unwrap_or_default() {
+            if !PLAN_KERNELS.contains(&flavor.name()) {
+                bail!(
+                    "--kernel {word}: the test plan has no expectations for the variant {} (it has them for {}): \
+                     add them to selftests (runner::Kernel), or measure it with bench and kselftest",
+                    flavor.name(),
+                    PLAN_KERNELS.join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A bzImage of the user's own, given by path, asserting `--claim`.
-fn own_kernel(path: &str, vm: &VmArgs) -> Result<Target> {
+fn own_kernel(path: &str, vm: &VmArgs, series: &Series) -> Result<Target> {
     let p = Path::new(path);
     if !p.is_file() {
-        bail!("--kernel {path}: not base, patched, or an existing bzImage file");
+        bail!(
+            "--kernel {path}: not one of {}, nor an existing bzImage file",
+            kernel::known_words(series)
+        );
     }
     Ok(Target {
         name: p
@@ -118,7 +141,7 @@ fn own_kernel(path: &str, vm: &VmArgs) -> Result<Target> {
             .to_string_lossy()
             .into_owned(),
         bzimage: p.to_path_buf(),
-        flavor: vm.claim,
+        flavor: Flavor::from_name(&vm.claim),
         debug: vm.debug,
         vmlinux: None,
     })

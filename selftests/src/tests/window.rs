@@ -1,0 +1,402 @@
+//! T29-T32: the window of pages one fault maps (patch 0002, kernel W).
+//! A window is the aligned run of FAULT_WINDOW map pages around the
+//! faulting page, clamped to the VMA: it must never reach a neighbouring
+//! VMA, must keep a read-only mapping read-only, must save the faults it
+//! claims to, and must stay clean when munmap, mremap and MADV_DONTNEED
+//! race it. On U and P the same cases hold their own exact expectations.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::common::*;
+use crate::proc;
+
+/// Pages present in `[addr, addr + pages)`, as map pages: the mappings
+/// there map page `first + i` at page `i`.
+fn present_map_pages(addr: usize, pages: usize, first: usize) -> Vec<usize> {
+    present_pages(addr, pages)
+        .into_iter()
+        .map(|p| p + first)
+        .collect()
+}
+
+/// What `pieces` (map page ranges, each with the map pages touched through
+/// it) leave present on this kernel, as one sorted list.
+fn expected(ctx: &Ctx, pieces: &[(Range<usize>, &[usize])]) -> Vec<usize> {
+    let mut all: Vec<usize> = pieces
+        .iter()
+        .flat_map(|(vma, touched)| ctx.present_after(vma.clone(), touched))
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+#[track_caller]
+fn assert_present(got: &[usize], want: &[usize], what: &str) {
+    assert!(
+        got == want,
+        "{what}: present map pages {}, expected {}",
+        ranges(got),
+        ranges(want)
+    );
+}
+
+/// T29 (W is the window, 64 pages): three adjacent VMAs of map pages
+/// 0..5, 5..W+8 and W+8..2W (mmap() never merges VM_MIXEDMAP VMAs):
+/// touching the first and last page of the middle one maps nothing of the
+/// other two, though their windows reach into both. Then one 3W-page VMA
+/// split by munmap() of page W/2 and mprotect() of W+8..W+18 into four
+/// pieces: the first or last page of each of the last three maps only
+/// inside its own piece.
+pub fn t29_window_stays_inside_vma(ctx: &Ctx) -> Result<(), Skip> {
+    const W: usize = FAULT_WINDOW;
+    let pm = PagedMap::new(3 * W);
+    pm.fill_all();
+
+    let area = ok(mm::reserve(2 * W * PAGE, PAGE), "reserving 2W pages");
+    let pieces = [(0..5, RW), (5..W + 8, RW), (W + 8..2 * W, RO)];
+    let maps: Vec<Mapping> = pieces
+        .iter()
+        .map(|(r, prot)| {
+            ok(
+                mm::mmap(
+                    area.addr() + r.start * PAGE,
+                    r.len() * PAGE,
+                    *prot,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    Some(pm.map.fd()),
+                    (r.start * PAGE) as u64,
+                ),
+                &format!("MAP_FIXED mapping of map pages {r:?}"),
+            )
+        })
+        .collect();
+    for (m, (r, _)) in maps.iter().zip(&pieces) {
+        let v = vma_at(m.addr());
+        assert_eq!(
+            (v.start, v.len()),
+            (m.addr(), r.len() * PAGE),
+            "VMA of map pages {r:?}: adjacent map VMAs must not merge"
+        );
+    }
+    check_page(&maps[1], 0, 5, "first page of the middle VMA");
+    check_page(&maps[1], W + 2, W + 7, "last page of the middle VMA");
+    assert_present(
+        &present_map_pages(area.addr(), 2 * W, 0),
+        &expected(
+            ctx,
+            &[(0..5, &[]), (5..W + 8, &[5, W + 7]), (W + 8..2 * W, &[])],
+        ),
+        &format!("{ctx}: three VMAs after touching the middle one's first and last page"),
+    );
+    drop(maps);
+    drop(area);
+
+    let m = pm.map_rw();
+    let hole = W / 2;
+    ok(
+        mm::munmap(m.addr() + hole * PAGE, PAGE),
+        "munmap of page W/2",
+    );
+    ok(
+        mm::mprotect(m.addr() + (W + 8) * PAGE, 10 * PAGE, RO),
+        "mprotect of pages W+8..W+18",
+    );
+    let touched = [hole + 1, W + 7, W + 17, W + 18];
+    for at in touched {
+        check_page(&m, at, at, &format!("page {at} of the split VMA"));
+    }
+    assert_present(
+        &present_map_pages(m.addr(), 3 * W, 0),
+        &expected(
+            ctx,
+            &[
+                (0..hole, &[]),
+                (hole + 1..W + 8, &touched[..2]),
+                (W + 8..W + 18, &touched[2..3]),
+                (W + 18..3 * W, &touched[3..]),
+            ],
+        ),
+        &format!("{ctx}: split VMA after touching pages {touched:?}"),
+    );
+    Ok(())
+}
+
+/// T30: a read fault that fills a window of a read-only mapping maps the
+/// window read-only: writes to the page and its neighbours are SIGSEGV
+/// and map nothing new; a writable mapping's stores show through it.
+pub fn t30_window_fill_keeps_readonly(ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 2 * FAULT_WINDOW;
+    let pm = PagedMap::new(PAGES);
+    pm.fill_all();
+    let ro = ok(pm.mmap(PAGES, RO, 0), "read-only mmap");
+    check_page(&ro, 3, 3, "read fault on page 3");
+    let want = ctx.present_after(0..PAGES, &[3]);
+    assert_present(
+        &present_pages(ro.addr(), PAGES),
+        &want,
+        &format!("{ctx}: read-only mapping after reading page 3"),
+    );
+    for p in [3, 0, 5, FAULT_WINDOW - 1, FAULT_WINDOW] {
+        expect_signal(
+            &format!("write to page {p} of the read-only mapping"),
+            libc::SIGSEGV,
+            || ro.write_u64(p * PAGE, 1),
+        );
+    }
+    assert_present(
+        &present_pages(ro.addr(), PAGES),
+        &want,
+        &format!("{ctx}: read-only mapping after the refused writes"),
+    );
+    expect_errno(
+        mm::mprotect(ro.addr(), ro.len(), RW),
+        &[libc::EACCES],
+        "mprotect(PROT_READ|PROT_WRITE) after a window fill",
+    );
+    let rw = pm.map_rw();
+    rw.write_u64(5 * PAGE + 16, 0x5EE_0005);
+    assert_eq!(
+        ro.read_u64(5 * PAGE + 16),
+        0x5EE_0005,
+        "{ctx}: page 5 of the read-only mapping after a store through a writable one"
+    );
+    for p in 0..PAGES {
+        assert_eq!(
+            pm.lookup_word(p, 0),
+            pattern(p, 0),
+            "LOOKUP_ELEM of page {p}: a refused write changed the map"
+        );
+    }
+    Ok(())
+}
+
+/// Minor faults taken by writing one word to each of `pages` of `m`.
+fn faults_to_write(m: &Mapping, pages: &[usize]) -> u64 {
+    let before = proc::minor_faults();
+    for &p in pages {
+        m.write_u64(p * PAGE, 0xF0F0);
+    }
+    proc::minor_faults() - before
+}
+
+/// Faults to touch map pages `touched` through a VMA of map pages `vma`
+/// the first time: none (U), one per page (P), one per window (W).
+fn expected_faults(ctx: &Ctx, vma: &Range<usize>, touched: &[usize]) -> u64 {
+    let mut keys: Vec<usize> = match ctx.kernel {
+        Kernel::Base => return 0,
+        Kernel::Patched => touched.to_vec(),
+        Kernel::Prefault => touched
+            .iter()
+            .map(|&p| (p / FAULT_WINDOW * FAULT_WINDOW).max(vma.start))
+            .collect(),
+    };
+    keys.sort_unstable();
+    keys.dedup();
+    keys.len() as u64
+}
+
+/// T31 (W is the window): writing every page of a 4W-page mapping takes
+/// 0 faults (U), 4W (P) or 4 (W); of a (3W+8)-page mapping at map page 5,
+/// 0, 3W+8 or 4 (windows 5..W, W..2W, 2W..3W, 3W..3W+13). Writing them
+/// again takes none.
+pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
+    const W: usize = FAULT_WINDOW;
+    let pm = PagedMap::new(4 * W);
+    // Warm up the measuring code on anonymous memory, as T02 does.
+    let warm = ok(mm::anon(4 * PAGE, RW), "anonymous warm-up mapping");
+    std::hint::black_box(faults_to_write(&warm, &[0, 1, 2, 3]));
+    for (first, len) in [(0, 4 * W), (5, 3 * W + 8)] {
+        let vma = first..first + len;
+        let m = ok(pm.mmap(len, RW, first), &format!("mapping of {vma:?}"));
+        let offsets: Vec<usize> = (0..len).collect();
+        let touched: Vec<usize> = vma.clone().collect();
+        let faults = faults_to_write(&m, &offsets);
+        let want = expected_faults(ctx, &vma, &touched);
+        assert!(
+            (want..=want + 1).contains(&faults),
+            "{ctx}: writing every page of map pages {vma:?} took {faults} minor faults, expected {want}"
+        );
+        let again = faults_to_write(&m, &offsets);
+        assert!(
+            again <= 1,
+            "{ctx}: writing map pages {vma:?} a second time took {again} minor faults, expected 0"
+        );
+        assert_present(
+            &present_map_pages(m.addr(), len, first),
+            &touched,
+            &format!("{ctx}: map pages {vma:?} after writing them all"),
+        );
+    }
+    Ok(())
+}
+
+/// Whether `v` is word 0 of some page of a `pages`-page map (a page
+/// mapped at another address than the one asked for is still map data).
+fn is_word0_of_a_page(v: u64, pages: usize) -> bool {
+    (0..pages).any(|p| v == pattern(p, 0))
+}
+
+/// A small xorshift: the race threads pick pages without a crate.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// T32: window fills race MADV_DONTNEED (on the readers' own mapping on
+/// the lazy kernels; U would SIGBUS, so there it zaps a second mapping),
+/// and remote reads (process_vm_readv, so a vanished mapping is EFAULT,
+/// not a signal) race mmap, mremap and munmap of an unaligned mapping on
+/// another thread. Data stays right, the log stays clean (the runner
+/// checks, KASAN, lockdep, DEBUG_VM and PAGE_TABLE_CHECK on the debug
+/// kernel), and freeze succeeds at the end.
+pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 256;
+    const MOVING: usize = 40;
+    let paged = PagedMap::new(PAGES);
+    paged.fill_all();
+    let readers_map = paged.map_rw();
+    let zap_other = (!ctx.is_lazy()).then(|| paged.map_rw());
+    let zap = zap_other.as_ref().unwrap_or(&readers_map);
+    // Where the remapper's mapping is now (0: none).
+    let moving = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let counts: [AtomicU64; 4] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let start = Barrier::new(4);
+    let (pm, stable, moving, stop, counts, start) =
+        (&paged, &readers_map, &moving, &stop, &counts, &start);
+
+    thread::scope(|s| {
+        s.spawn(move || {
+            let mut rng = 0x2545_f491_4f6c_dd1d;
+            start.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let p = next(&mut rng) as usize % PAGES;
+                assert_eq!(stable.read_u64(p * PAGE), pattern(p, 0), "reader: page {p}");
+                counts[0].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        s.spawn(move || {
+            let mut rng = 0x9e37_79b9_7f4a_7c15;
+            start.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let first = next(&mut rng) as usize % PAGES;
+                let len = (1 + next(&mut rng) as usize % 24).min(PAGES - first);
+                ok(
+                    mm::madvise(zap.addr() + first * PAGE, len * PAGE, libc::MADV_DONTNEED),
+                    "MADV_DONTNEED",
+                );
+                counts[1].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        s.spawn(move || {
+            let mut buf = [0u8; 8];
+            let mut rng = 0xd1b5_4a32_d192_ed03;
+            // SAFETY: getpid has no preconditions.
+            let me = unsafe { libc::getpid() };
+            start.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let at = moving.load(Ordering::Acquire);
+                if at == 0 {
+                    thread::yield_now();
+                    continue;
+                }
+                let k = next(&mut rng) as usize % MOVING;
+                if mm::process_vm_readv(me, at + k * PAGE, &mut buf).is_ok() {
+                    let v = u64::from_ne_bytes(buf);
+                    assert!(
+                        is_word0_of_a_page(v, PAGES),
+                        "remote read of page {k} of the moving mapping: {v:#x} is no page of the map"
+                    );
+                    counts[2].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        s.spawn(move || {
+            // Also when the remapper fails: the others must not spin on.
+            let _stop = StopOnDrop(stop);
+            start.wait();
+            remap_loop(pm, moving, &counts[3], deadline);
+        });
+    });
+
+    let loops: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    println!("[selftests] t32: reads, dontneed, remote reads, remaps = {loops:?}");
+    for (name, n) in ["reader", "madvise", "remote reader", "remapper"]
+        .iter()
+        .zip(&loops)
+    {
+        assert!(*n > 0, "{ctx}: the {name} thread never got through a round");
+    }
+    drop(zap_other);
+    drop(readers_map);
+    ok(
+        paged.map.freeze(),
+        "BPF_MAP_FREEZE after all mappings are gone",
+    );
+    Ok(())
+}
+
+/// Sets the flag when dropped, panicking or not.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Until `deadline`: map 40 pages at an unaligned map page, touch some,
+/// publish the address, move it with mremap(), unmap it in two halves.
+fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline: Instant) {
+    const MOVING: usize = 40;
+    let mut round = 0usize;
+    while Instant::now() < deadline {
+        let first = 3 + (round % 8) * 7;
+        round += 1;
+        let m = ok(pm.mmap(MOVING, RW, first), "mmap in the remapper");
+        let (addr, len) = m.leak();
+        moving.store(addr, Ordering::Release);
+        // SAFETY: a fresh mapping of MOVING pages of the map.
+        let v = unsafe { mm::peek(addr + 17 * PAGE) };
+        assert_eq!(
+            v,
+            pattern(first + 17, 0),
+            "remapper: page 17 before the move"
+        );
+        let dst = ok(mm::reserve(len, PAGE), "reserving the mremap target");
+        let (dst, _) = dst.leak();
+        let to = ok(
+            mm::mremap(
+                addr,
+                len,
+                len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                dst,
+            ),
+            "mremap in the remapper",
+        );
+        moving.store(to, Ordering::Release);
+        // SAFETY: the moved mapping is ours.
+        let v = unsafe { mm::peek(to + 30 * PAGE) };
+        assert_eq!(
+            v,
+            pattern(first + 30, 0),
+            "remapper: page 30 after the move"
+        );
+        ok(mm::munmap(to, len / 2), "munmap of the first half");
+        moving.store(to + len / 2, Ordering::Release);
+        ok(
+            mm::munmap(to + len / 2, len / 2),
+            "munmap of the second half",
+        );
+        moving.store(0, Ordering::Release);
+        rounds.fetch_add(1, Ordering::Relaxed);
+    }
+}
