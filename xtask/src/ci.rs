@@ -319,7 +319,14 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
 }
 
 fn summary(outcomes: &[Outcome], total: Duration) -> String {
-    let mut out = format!("{:<24} {:<8} {:>8}\n", "step", "result", "time");
+    // As wide as the longest step name, so the columns line up.
+    let w = outcomes
+        .iter()
+        .map(|o| o.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
+    let mut out = format!("{:<w$} {:<8} {:>8}\n", "step", "result", "time");
     for o in outcomes {
         let result = match (o.ok, o.code) {
             (true, _) => "ok".to_string(),
@@ -327,13 +334,13 @@ fn summary(outcomes: &[Outcome], total: Duration) -> String {
             (false, None) => "KILLED".to_string(),
         };
         out += &format!(
-            "{:<24} {:<8} {:>7.0}s\n",
+            "{:<w$} {:<8} {:>7.0}s\n",
             o.name,
             result,
             o.took.as_secs_f64()
         );
     }
-    out += &format!("{:<24} {:<8} {:>7.0}s", "total", "", total.as_secs_f64());
+    out += &format!("{:<w$} {:<8} {:>7.0}s", "total", "", total.as_secs_f64());
     out
 }
 
@@ -481,7 +488,7 @@ mod tests {
                 took: Duration::from_secs(2),
             },
             Outcome {
-                name: "vmtest",
+                name: "kselftest patched/prefault-debug",
                 ok: false,
                 code: Some(1),
                 took: Duration::from_secs(90),
@@ -491,5 +498,12 @@ mod tests {
         assert!(s.contains("fmt") && s.contains("ok"));
         assert!(s.contains("FAIL(1)"));
         assert!(s.lines().last().unwrap().starts_with("total"));
+        // The result column starts at the same place on every line, after
+        // the longest name.
+        let col = "kselftest patched/prefault-debug".len() + 1;
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[0][col..].starts_with("result"), "{s}");
+        assert!(lines[1][col..].starts_with("ok"), "{s}");
+        assert!(lines[2][col..].starts_with("FAIL(1)"), "{s}");
     }
 }
