@@ -648,6 +648,41 @@ fn select(names: &[String], filters: &[String]) -> Result<Vec<String>, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn vmtest_refuses_a_variant_the_plan_does_not_know() {
+        use crate::cli::{Cli, Command};
+        use clap::Parser;
+        let dir = crate::util::tempdir();
+        let diff = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n";
+        fs::write(dir.join("1.patch"), diff).unwrap();
+        fs::write(dir.join("2.patch"), diff).unwrap();
+        fs::write(dir.join("series"), "1.patch\n[window]\n2.patch\n").unwrap();
+        let check = |kernels: &str| {
+            let cli = Cli::try_parse_from(
+                ["x", "vmtest", "--kernel", kernels, "--patches"]
+                    .iter()
+                    .copied()
+                    .chain([dir.to_str().unwrap()]),
+            )
+            .unwrap();
+            let Command::Vmtest(a) = cli.command else {
+                panic!("not vmtest")
+            };
+            check_plan_kernels(&a.source, &a.vm).map_err(|e| e.to_string())
+        };
+        assert_eq!(check("base,patched,/boot/bzImage"), Ok(()));
+        for words in ["window", "all"] {
+            let err = check(words).unwrap_err();
+            assert!(
+                err.starts_with(&format!(
+                    "--kernel {words}: the test plan has no expectations for the variant window"
+                )),
+                "{err}"
+            );
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
     fn outcome(end: VmEnd) -> VmOutcome {
         VmOutcome {
             end,
