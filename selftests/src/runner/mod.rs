@@ -59,6 +59,13 @@ impl Kernel {
 /// ARRAY_MAP_FAULT_WINDOW), aligned to a multiple of it in the map.
 pub const FAULT_WINDOW: usize = guest_common::protocol::PREFAULT_WINDOW_PAGES;
 
+/// The map pages a fault on map page `page` maps on the prefault kernel,
+/// through a VMA of map pages `vma`: its aligned window, clamped.
+pub fn window(page: usize, vma: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let first = page - page % FAULT_WINDOW;
+    first.max(vma.start)..(first + FAULT_WINDOW).min(vma.end)
+}
+
 /// What a test knows about its environment.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx {
@@ -90,13 +97,7 @@ impl Ctx {
         let mut present: Vec<usize> = match self.kernel {
             Kernel::Base => vma.clone().collect(),
             Kernel::Patched => touched.to_vec(),
-            Kernel::Prefault => touched
-                .iter()
-                .flat_map(|&t| {
-                    let first = t - t % FAULT_WINDOW;
-                    first.max(vma.start)..(first + FAULT_WINDOW).min(vma.end)
-                })
-                .collect(),
+            Kernel::Prefault => touched.iter().flat_map(|&t| window(t, &vma)).collect(),
         };
         present.retain(|p| vma.contains(p));
         present.sort_unstable();

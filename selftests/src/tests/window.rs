@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::common::*;
 use crate::proc;
+use crate::runner::window;
 
 /// Pages present in `[addr, addr + pages)`, as map pages: the mappings
 /// there map page `first + i` at page `i`.
@@ -189,10 +190,7 @@ fn expected_faults(ctx: &Ctx, vma: &Range<usize>, touched: &[usize]) -> u64 {
     let mut keys: Vec<usize> = match ctx.kernel {
         Kernel::Base => return 0,
         Kernel::Patched => touched.to_vec(),
-        Kernel::Prefault => touched
-            .iter()
-            .map(|&p| (p / FAULT_WINDOW * FAULT_WINDOW).max(vma.start))
-            .collect(),
+        Kernel::Prefault => touched.iter().map(|&p| window(p, vma).start).collect(),
     };
     keys.sort_unstable();
     keys.dedup();
