@@ -152,14 +152,18 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
     writeln!(out, "{}", head.trim_end()).unwrap();
     for (scenario, label, seed_before, seed_after) in SEED_ROWS {
         let mut line = format!("  {label:<36}");
-        let medians: Vec<Option<f64>> = kernels.iter().map(|k| table_median(k, scenario)).collect();
-        for (k, m) in kernels.iter().zip(&medians) {
-            let cell = match (m, combined(k, "scenario", scenario, TABLE_SIZE)) {
-                (Some(m), Some((_, spread))) => format!("{} ±{:.0}%", us(*m), spread * 100.0),
-                _ => "-".to_string(),
+        let rows: Vec<Option<(f64, f64)>> = kernels
+            .iter()
+            .map(|k| combined(k, "scenario", scenario, TABLE_SIZE))
+            .collect();
+        for row in &rows {
+            let cell = match row {
+                Some((m, spread)) => format!("{} ±{:.0}%", us(*m), spread * 100.0),
+                None => "-".to_string(),
             };
             write!(line, "{cell:>18}").unwrap();
         }
+        let medians: Vec<Option<f64>> = rows.iter().map(|r| r.map(|(m, _)| m)).collect();
         for m in medians.iter().skip(1) {
             write!(line, "{:>18}", ratio(*m, medians[0])).unwrap();
         }
@@ -177,11 +181,6 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
 
 /// The 8 MiB map of the seed's table.
 pub const TABLE_SIZE: u64 = 8 << 20;
-
-/// The median over boots of one row of the table for kernel `k`.
-pub fn table_median(k: &KernelBench, scenario: &str) -> Option<f64> {
-    combined(k, "scenario", scenario, TABLE_SIZE).map(|(m, _)| m)
-}
 
 /// The median over boots of each boot's fastest cycle of one row: robust
 /// where a row's median wanders with the host (the no-access row's 10us
