@@ -14,6 +14,7 @@ mod cli;
 mod hostdeps;
 mod kernel;
 mod kselftest;
+mod leftovers;
 mod project;
 mod report;
 mod run;

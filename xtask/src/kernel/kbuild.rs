@@ -3,6 +3,7 @@
 //! build.
 
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -11,6 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::kconfig;
 use super::progress::{self, LogCounter, Progress};
+use crate::leftovers::{self, Marker};
 use crate::util::{last_lines, on_path, read_stamp, spawn_tied, write_atomic};
 
 const BUILDING: &str = ".bpflab-building";
@@ -86,12 +88,12 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
         return Ok(built);
     }
     let _ = fs::remove_file(req.build_dir.join(BUILT));
-    let marker = req.build_dir.join(BUILDING);
-    fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
-    let made = run_make(req, cc, &log);
+    let marker = Marker::new(req.build_dir.join(BUILDING));
+    let tag = marker.begin()?;
+    let made = run_make(req, cc, &log, &tag);
     // A make that ran to an error wrote only complete files: only a killed
     // one leaves the marker for the next run to clean up after.
-    fs::remove_file(&marker).with_context(|| format!("removing {}", marker.display()))?;
+    marker.end()?;
     made?;
     // syncconfig may have dropped options make saw differently.
     kconfig::check_survived(&req.fragments, &built.config)?;
@@ -149,15 +151,16 @@ fn compiler_version() -> String {
 }
 
 /// A build killed half way may leave truncated objects that look newer
-/// than their sources. Everything written after the interrupted build
-/// started is suspect: remove it, and make (with ccache) redoes just that.
+/// than their sources, and make's children still writing more. Stop those,
+/// then remove everything written after the interrupted build started:
+/// make (with ccache) redoes just that.
 fn recover_interrupted(build_dir: &Path) -> Result<()> {
-    let marker = build_dir.join(BUILDING);
-    let Ok(meta) = fs::metadata(&marker) else {
+    let marker = Marker::new(build_dir.join(BUILDING));
+    let what = format!("build in {}", build_dir.display());
+    let Some(interrupted) = marker.recover(&what)? else {
         return Ok(());
     };
-    let since = meta.modified()?;
-    let removed = remove_newer_than(build_dir, since).with_context(|| {
+    let removed = remove_newer_than(build_dir, interrupted.started).with_context(|| {
         format!(
             "cleaning up after the interrupted build in {}",
             build_dir.display()
@@ -165,31 +168,52 @@ fn recover_interrupted(build_dir: &Path) -> Result<()> {
     })?;
     crate::status!(
         "build",
-        "an earlier build in {} was interrupted: removed {removed} file(s) it wrote, rebuilding them",
-        build_dir.display()
+        "an earlier build in {} was interrupted: stopped {} process(es) it left running, \
+         removed {removed} file(s) it wrote, rebuilding them",
+        build_dir.display(),
+        interrupted.stopped
     );
-    fs::remove_file(&marker).with_context(|| format!("removing {}", marker.display()))?;
-    Ok(())
+    marker.end()
 }
 
 fn remove_newer_than(dir: &Path, since: SystemTime) -> Result<usize> {
     let mut removed = 0;
-    for entry in fs::read_dir(dir)? {
+    // Files that vanish under the walk (a compiler's temporaries) are fine.
+    let Some(entries) = gone_is_none(fs::read_dir(dir))? else {
+        return Ok(0);
+    };
+    for entry in entries {
         let entry = entry?;
-        let path = entry.path();
-        let ft = entry.file_type()?;
-        if ft.is_dir() {
-            removed += remove_newer_than(&path, since)?;
-        } else if entry.file_name().to_string_lossy().starts_with(".bpflab-")
-            || entry.file_name() == ".config"
-        {
+        let name = entry.file_name();
+        let Some(ft) = gone_is_none(entry.file_type())? else {
             continue;
-        } else if entry.metadata()?.modified()? >= since {
-            fs::remove_file(&path)?;
-            removed += 1;
+        };
+        if ft.is_dir() {
+            removed += remove_newer_than(&entry.path(), since)?;
+        } else if !name.to_string_lossy().starts_with(".bpflab-") && name != ".config" {
+            removed += usize::from(remove_if_newer(&entry.path(), since)?);
         }
     }
     Ok(removed)
+}
+
+/// Removes `path` if it was modified at or after `since`; false when it is
+/// older or already gone.
+fn remove_if_newer(path: &Path, since: SystemTime) -> io::Result<bool> {
+    match gone_is_none(fs::symlink_metadata(path))? {
+        Some(meta) if meta.modified()? >= since => {
+            Ok(gone_is_none(fs::remove_file(path))?.is_some())
+        }
+        _ => Ok(false),
+    }
+}
+
+fn gone_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The make command line, as data.
@@ -207,7 +231,7 @@ pub fn make_args(build_dir_name: &str, jobs: usize, cc: &str) -> Vec<String> {
     ]
 }
 
-fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
+fn run_make(req: &BuildRequest, cc: &str, log: &Path, tag: &str) -> Result<()> {
     let dir_name = req
         .build_dir
         .file_name()
@@ -229,6 +253,7 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path) -> Result<()> {
             // directory, which differs between the base and patched trees:
             // without this, patched would miss every object base built.
             .env("CCACHE_NOHASHDIR", "true")
+            .env(leftovers::TAG_VAR, tag)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file),
@@ -293,6 +318,20 @@ mod tests {
         assert!(t.join(".config").exists());
         assert!(!t.join("kernel/bpf/half.o").exists());
         assert!(!t.join(BUILDING).exists());
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    #[test]
+    fn a_file_gone_before_its_removal_is_not_an_error() {
+        let t = crate::util::tempdir();
+        let since = SystemTime::now() - Duration::from_secs(60);
+        assert!(!remove_if_newer(&t.join("vanished.o.d"), since).unwrap());
+        fs::write(t.join("new.o"), "").unwrap();
+        assert!(remove_if_newer(&t.join("new.o"), since).unwrap());
+        assert_eq!(
+            remove_newer_than(&t.join("vanished-dir"), since).unwrap(),
+            0
+        );
         fs::remove_dir_all(t).unwrap();
     }
 }

@@ -21,6 +21,7 @@ use anyhow::{bail, Context, Result};
 
 use super::leftout::{self, LeftOut};
 use crate::kernel::mirror;
+use crate::leftovers::{self, Marker};
 use crate::util::{last_lines, read_stamp, spawn_tied, write_atomic};
 
 /// Where Debian's clang-19 keeps the unversioned names the selftests'
@@ -360,6 +361,18 @@ fn copy_changed(src: &Path, dst: &Path) -> Result<()> {
 /// make with clang-19 first on PATH, its output in `log`; a failure
 /// carries the log's last lines.
 fn make(args: &[String], log: &Path) -> Result<()> {
+    // Its marker sits beside its log: each make of ours logs into a
+    // directory of its own.
+    let marker = Marker::new(log.with_file_name(".bpflab-building"));
+    let what = format!("make logging to {}", log.display());
+    if let Some(interrupted) = marker.recover(&what)? {
+        crate::status!(
+            "kselftest",
+            "the last {what} was interrupted: stopped {} process(es) it left running",
+            interrupted.stopped
+        );
+    }
+    let tag = marker.begin()?;
     let file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let path = format!(
         "{LLVM_BIN}:{}",
@@ -369,6 +382,7 @@ fn make(args: &[String], log: &Path) -> Result<()> {
         Command::new("make")
             .args(args)
             .env("PATH", path)
+            .env(leftovers::TAG_VAR, &tag)
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file),
@@ -380,6 +394,7 @@ fn make(args: &[String], log: &Path) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(300));
     };
+    marker.end()?;
     if !status.success() {
         let text = fs::read_to_string(log).unwrap_or_default();
         bail!(
