@@ -372,22 +372,30 @@ fn make(args: &[String], log: &Path) -> Result<()> {
             interrupted.stopped
         );
     }
-    let tag = marker.begin()?;
     let file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let stdout = file.try_clone()?;
     let path = format!(
         "{LLVM_BIN}:{}",
         std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
     );
-    let mut child = spawn_tied(
+    let tag = marker.begin()?;
+    let spawned = spawn_tied(
         Command::new("make")
             .args(args)
             .env("PATH", path)
             .env(leftovers::TAG_VAR, &tag)
             .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
+            .stdout(stdout)
             .stderr(file),
-    )
-    .context("starting make")?;
+    );
+    // A make that never started left nothing to recover from.
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            marker.end()?;
+            return Err(e).context("starting make");
+        }
+    };
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
