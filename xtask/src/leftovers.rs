@@ -8,11 +8,12 @@
 //! processes before it touches the directory.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+
+use crate::util::gone_is_none;
 
 /// The environment variable that carries a build's tag to its processes.
 pub const TAG_VAR: &str = "BPFLAB_BUILD_TAG";
@@ -59,13 +60,11 @@ impl Marker {
     /// whatever it left running. The marker stays until [`Marker::end`]:
     /// a run killed while cleaning up is cleaned up after again.
     pub fn recover(&self, what: &str) -> Result<Option<Interrupted>> {
-        let meta = match fs::metadata(&self.path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", self.path.display())),
+        let reading = || format!("reading {}", self.path.display());
+        let Some(meta) = gone_is_none(fs::metadata(&self.path)).with_context(reading)? else {
+            return Ok(None);
         };
-        let tag = fs::read_to_string(&self.path)
-            .with_context(|| format!("reading {}", self.path.display()))?;
+        let tag = fs::read_to_string(&self.path).with_context(reading)?;
         let stopped = stop_tagged(tag.trim(), what)?;
         Ok(Some(Interrupted {
             started: meta.modified()?,

@@ -25,6 +25,16 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))
 }
 
+/// A result whose "not found" error is `None`: for files that may be gone,
+/// a state rather than a failure.
+pub fn gone_is_none<T>(r: std::io::Result<T>) -> std::io::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads a stamp file; a missing file reads as empty.
 pub fn read_stamp(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_default()

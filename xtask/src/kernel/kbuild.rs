@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use super::kconfig;
 use super::progress::{self, LogCounter, Progress};
 use crate::leftovers::{self, Marker};
-use crate::util::{last_lines, on_path, read_stamp, spawn_tied, write_atomic};
+use crate::util::{gone_is_none, last_lines, on_path, read_stamp, spawn_tied, write_atomic};
 
 const BUILDING: &str = ".bpflab-building";
 const BUILT: &str = ".bpflab-built";
@@ -205,14 +205,6 @@ fn remove_if_newer(path: &Path, since: SystemTime) -> io::Result<bool> {
             Ok(gone_is_none(fs::remove_file(path))?.is_some())
         }
         _ => Ok(false),
-    }
-}
-
-fn gone_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
