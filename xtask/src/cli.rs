@@ -36,6 +36,9 @@ pub enum Command {
     Bench(BenchArgs),
     /// Everything CI runs: checks, unit tests, kernels, vmtest, faults, bench.
     Ci(CiArgs),
+    /// Prove the install steps: README's commands from a fresh clone in a
+    /// minimal Debian root with an empty cache (as root).
+    FreshRoot(FreshRootArgs),
 }
 
 /// Where the kernel comes from and where builds are kept; shared by every
@@ -237,6 +240,32 @@ pub struct CiArgs {
     /// `--step build,vmtest-patched`: the workflow's jobs each run some.
     #[arg(long, value_delimiter = ',', value_name = "ID")]
     pub step: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FreshRootArgs {
+    /// The shorter form: ci's checks (every host tool they use installed),
+    /// then the patched kernel and test_progs built and booted, instead of
+    /// `cargo xtask vmtest` and `cargo xtask ci`.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where the root and the logs go (default: <cache>/fresh-root).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The cache whose fresh-root directory is used (the root's own cache
+    /// starts empty whatever this is).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// On success, write the summary to docs/fresh-root/<form>.json.
+    #[arg(long)]
+    pub record: bool,
+    /// Keep the root after a passing check (a failing one's is kept).
+    #[arg(long)]
+    pub keep: bool,
+    /// Run this command in the fresh clone instead, e.g. `-- cargo xtask
+    /// check-patches` (never recorded).
+    #[arg(last = true, value_name = "CMD", conflicts_with = "quick")]
+    pub command: Vec<String>,
 }
 
 #[cfg(test)]

@@ -87,9 +87,13 @@ pub const WORKFLOW_LINT: &[Dep] = &[tool("node", "nodejs"), tool("npm", "npm")];
 pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool")];
 
 /// What building the BPF selftests (test_progs) needs besides a kernel
-/// build: Debian's clang-19 and LLVM 19, and zlib for test_progs itself.
+/// build: Debian's clang-19, LLVM 19 and lld 19, and zlib for test_progs
+/// itself.
 pub const KSELFTEST: &[Dep] = &[
     file("clang 19", &["/usr/lib/llvm-19/bin/clang"], "clang-19"),
+    // The Makefile links urandom_read and its library with -fuse-ld=lld,
+    // which clang looks up beside itself.
+    file("lld 19", &["/usr/lib/llvm-19/bin/ld.lld"], "lld-19"),
     file(
         "LLVM 19 tools",
         &[
@@ -109,6 +113,51 @@ pub const KSELFTEST: &[Dep] = &[
 
 /// What booting a kernel needs.
 pub const BOOT: &[Dep] = &[tool("qemu-system-x86_64", "qemu-system-x86")];
+
+/// What building virtiofsd from crates.io needs from Debian.
+pub const VIRTIOFSD_BUILD: &[Dep] = &[
+    file(
+        "libseccomp headers",
+        &["/usr/include/seccomp.h"],
+        "libseccomp-dev",
+    ),
+    file(
+        "libcap-ng headers",
+        &["/usr/include/cap-ng.h"],
+        "libcap-ng-dev",
+    ),
+];
+
+/// What the fresh-root check needs on the host (not inside the root).
+pub const FRESH_ROOT: &[Dep] = &[
+    tool("mmdebstrap", "mmdebstrap"),
+    tool("unshare", "util-linux"),
+    tool("git", "git"),
+];
+
+/// Every list the harness's commands install from, for the fresh-root
+/// record: a change here calls for a new fresh-root check.
+const DECLARED: &[&[Dep]] = &[
+    BUILD,
+    DEFAULT_SOURCE,
+    PATCH_CHECKS,
+    WORKFLOW_LINT,
+    SHARE_TESTS,
+    KSELFTEST,
+    BOOT,
+    VIRTIOFSD_BUILD,
+];
+
+/// The Debian packages the harness may install, sorted, each once.
+pub fn declared_packages() -> Vec<String> {
+    let mut pkgs: Vec<String> = DECLARED
+        .iter()
+        .flat_map(|list| list.iter().map(|d| d.package.to_string()))
+        .collect();
+    pkgs.sort();
+    pkgs.dedup();
+    pkgs
+}
 
 pub fn is_satisfied(dep: &Dep, on_path: impl Fn(&str) -> bool) -> bool {
     dep.command.is_some_and(&on_path) || dep.paths.iter().any(|p| Path::new(p).exists())

@@ -2,7 +2,7 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`build_kernel`, `check_patches`, `vmtest`, `run`, `kselftest`, `bench`,
-//! `ci`) are thin; the work is in
+//! `ci`, `fresh_root`) are thin; the work is in
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report) and
 //! `report/` (what the guest said, and what the user reads).
 
@@ -11,6 +11,7 @@ mod build_kernel;
 mod check_patches;
 mod ci;
 mod cli;
+mod fresh_root;
 mod hostdeps;
 mod kernel;
 mod kselftest;
@@ -47,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Kselftest(args) => kselftest::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Ci(args) => ci::run(args),
+        Command::FreshRoot(args) => fresh_root::run(args),
     };
     match result {
         Ok(code) => code,

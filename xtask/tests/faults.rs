@@ -375,7 +375,7 @@ fn qemu_killed_mid_run_is_a_vm_failure_and_leaves_nothing_running() {
     };
     // Let the guest get going, then kill QEMU from outside.
     std::thread::sleep(Duration::from_secs(3));
-    unsafe_kill(qemu);
+    sigkill(qemu);
     let code = wait_with_deadline(&mut child, Duration::from_secs(60));
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
@@ -387,12 +387,16 @@ fn qemu_killed_mid_run_is_a_vm_failure_and_leaves_nothing_running() {
     );
 }
 
-fn unsafe_kill(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+/// SIGKILL, as `kill -KILL` would send it (procps is not a dependency).
+fn sigkill(pid: u32) {
+    // SAFETY: kill has no memory effects; a wrong pid is only an error.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(
+        rc,
+        0,
+        "kill -KILL {pid}: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 #[test]
@@ -558,10 +562,9 @@ fn build_killed_half_way_recovers_on_the_next_run() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    Command::new("pkill")
-        .args(["-KILL", "-P", &child.id().to_string()])
-        .status()
-        .unwrap();
+    for kid in children_named(child.id(), |_| true) {
+        sigkill(kid);
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     // The sub-make and its compilers outlive make: the next run stops them

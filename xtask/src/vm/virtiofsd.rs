@@ -21,20 +21,6 @@ const SOCKET_DIR_PREFIX: &str = "bpflab-vfs-";
 /// How long virtiofsd may take to create its socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
 
-/// What building virtiofsd from crates.io needs from Debian.
-pub const BUILD_DEPS: &[hostdeps::Dep] = &[
-    hostdeps::file(
-        "libseccomp headers",
-        &["/usr/include/seccomp.h"],
-        "libseccomp-dev",
-    ),
-    hostdeps::file(
-        "libcap-ng headers",
-        &["/usr/include/cap-ng.h"],
-        "libcap-ng-dev",
-    ),
-];
-
 /// The virtiofsd binary, if there is one we can use: `$BPFLAB_VIRTIOFSD`,
 /// else `virtiofsd` on PATH, else cargo's bin directory. Err says why none
 /// is usable, in a few words.
@@ -91,7 +77,7 @@ pub fn install() -> Result<PathBuf> {
     if !hostdeps::may_install() {
         bail!("installing is off ({}=1)", hostdeps::NO_INSTALL_ENV);
     }
-    hostdeps::ensure(BUILD_DEPS).context("the build dependencies of virtiofsd")?;
+    hostdeps::ensure(hostdeps::VIRTIOFSD_BUILD).context("the build dependencies of virtiofsd")?;
     crate::status!(
         "share",
         "installing virtiofsd: cargo install --locked virtiofsd (1–2 minutes)"

@@ -1,0 +1,435 @@
+//! `cargo xtask fresh-root`: proves that the harness installs everything
+//! it needs. A minimal Debian root (mmdebstrap, from this machine's apt
+//! sources) holds only what a new machine comes with; the Rust toolchain
+//! is bound in read-only; README's commands run there from a fresh clone
+//! with an empty cache. Nothing of the host's packages is visible inside.
+
+mod certs;
+mod plan;
+mod record;
+
+pub use plan::Form;
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::FreshRootArgs;
+use crate::util::spawn_tied;
+use crate::{hostdeps, project};
+use plan::{RootPlan, PROJECT_IN_ROOT};
+use record::{CommandResult, Summary};
+
+pub fn run(args: FreshRootArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let (form, commands) = match (&args.command[..], args.quick) {
+        ([], false) => (Form::Full, strings(Form::Full.commands())),
+        ([], true) => (Form::Quick, strings(Form::Quick.commands())),
+        (own, _) => (Form::Custom, vec![own.join(" ")]),
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("fresh-root needs root (mmdebstrap --mode=root, mounts, chroot): run it as root");
+    }
+    hostdeps::ensure(hostdeps::FRESH_ROOT).context("checking the host tools for the fresh root")?;
+    let base = match &args.dir {
+        Some(d) => d.clone(),
+        None => project::cache_dir(args.cache_dir.as_deref())?.join("fresh-root"),
+    };
+    fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let _lock = lock(&base)?;
+    let run_dir = project::new_run_dir(&base, form.name())?;
+    let plan = RootPlan {
+        root: base.join("root"),
+        rustup_home: toolchain_dir("RUSTUP_HOME", ".rustup")?,
+        cargo_bin: toolchain_dir("CARGO_HOME", ".cargo")?.join("bin"),
+    };
+    let commit = head_commit()?;
+    let bootstrap_secs = bootstrap(&plan, &run_dir)?;
+    clone_project(&plan.root)?;
+    let env = plan::inner_env(form, |k| std::env::var(k).ok());
+    let before = query(&plan, &env, "apt-mark showmanual")?;
+    let at_start = query(&plan, &env, "dpkg-query -W -f '${Package}\\n'")?.len();
+    crate::status!(
+        "fresh-root",
+        "{at_start} packages in the root; running {commands:?}"
+    );
+    let log = run_dir.join("log.txt");
+    let mut results = Vec::new();
+    for command in &commands {
+        let result = run_inside(&plan, &env, command, &log)?;
+        let ok = result.exit == Some(0);
+        results.push(result);
+        if !ok {
+            break;
+        }
+    }
+    let after = query(&plan, &env, "apt-mark showmanual")?;
+    let at_end = query(&plan, &env, "dpkg-query -W -f '${Package}\\n'")?.len();
+    let passed = results.len() == commands.len() && results.iter().all(|c| c.exit == Some(0));
+    let summary = Summary {
+        form,
+        commit,
+        date: today()?,
+        bootstrap_secs,
+        packages_at_start: at_start,
+        packages_at_end: at_end,
+        commands: results,
+        installed: record::added(&before, &after),
+        declared: hostdeps::declared_packages(),
+        passed,
+        total_secs: started.elapsed().as_secs(),
+    };
+    report(&summary, &run_dir, &log, args.record)?;
+    if passed && !args.keep {
+        crate::status!("fresh-root", "removing the root {}", plan.root.display());
+        fs::remove_dir_all(&plan.root)
+            .with_context(|| format!("removing {}", plan.root.display()))?;
+    } else {
+        crate::status!("fresh-root", "the root is kept at {}", plan.root.display());
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(project::EXIT_TESTS_FAILED)
+    })
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// One check at a time per directory: a second would remove the first's root.
+fn lock(base: &Path) -> Result<File> {
+    let path = base.join("lock");
+    let file = File::create(&path).with_context(|| format!("opening {}", path.display()))?;
+    file.try_lock().map_err(|_| {
+        anyhow::anyhow!(
+            "another fresh-root check is running in {}: wait for it",
+            base.display()
+        )
+    })?;
+    Ok(file)
+}
+
+/// `$VAR`, else `~/<fallback>`: where rustup keeps the toolchain.
+fn toolchain_dir(var: &str, fallback: &str) -> Result<PathBuf> {
+    let dir = match std::env::var_os(var) {
+        Some(v) => PathBuf::from(v),
+        None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(fallback),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "{} is missing: the fresh root binds the host's rustup toolchain from there",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+fn head_commit() -> Result<String> {
+    let sh = project::shell()?;
+    let commit = xshell::cmd!(sh, "git rev-parse HEAD")
+        .read()
+        .context("reading the project's HEAD")?;
+    let dirty = xshell::cmd!(sh, "git status --porcelain --untracked-files=no")
+        .read()
+        .context("reading the project's git status")?;
+    if !dirty.is_empty() {
+        crate::status!(
+            "fresh-root",
+            "uncommitted changes are not in the fresh clone: it checks {commit}"
+        );
+    }
+    Ok(commit)
+}
+
+fn today() -> Result<String> {
+    let sh = project::shell()?;
+    xshell::cmd!(sh, "date -u +%Y-%m-%d")
+        .read()
+        .context("reading the date")
+}
+
+/// A new root in place of any old one: mmdebstrap, then the machine's
+/// configuration. Returns how long mmdebstrap took.
+fn bootstrap(plan: &RootPlan, run_dir: &Path) -> Result<u64> {
+    if plan.root.exists() {
+        crate::status!(
+            "fresh-root",
+            "removing the previous root {}",
+            plan.root.display()
+        );
+        fs::remove_dir_all(&plan.root)
+            .with_context(|| format!("removing {}", plan.root.display()))?;
+    }
+    let suite = debian_suite()?;
+    let args = plan::mmdebstrap_args(&suite, &plan.root, &apt_sources()?, &own_apt_settings()?);
+    let log = run_dir.join("mmdebstrap.log");
+    crate::status!(
+        "fresh-root",
+        "mmdebstrap {} (log: {})",
+        args.join(" "),
+        log.display()
+    );
+    let t = Instant::now();
+    let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let status = Command::new("mmdebstrap")
+        .args(&args)
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .status()
+        .context("running mmdebstrap")?;
+    if !status.success() {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        bail!(
+            "mmdebstrap failed ({status}): {}",
+            crate::util::last_lines(&text, 5)
+        );
+    }
+    let secs = t.elapsed().as_secs();
+    copy_machine_config(&plan.root)?;
+    crate::status!("fresh-root", "root made in {secs}s");
+    Ok(secs)
+}
+
+/// This machine's Debian release (`VERSION_CODENAME`), which the root gets.
+fn debian_suite() -> Result<String> {
+    let text = fs::read_to_string("/etc/os-release").context("reading /etc/os-release")?;
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    if field("ID=").as_deref() != Some("debian") {
+        bail!("fresh-root builds a Debian root from this machine's apt sources; this machine is not Debian");
+    }
+    field("VERSION_CODENAME=").context("/etc/os-release has no VERSION_CODENAME")
+}
+
+/// The enabled apt source files: sources.list if it has an entry, and
+/// every `*.list`/`*.sources` in sources.list.d.
+fn apt_sources() -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let main = Path::new("/etc/apt/sources.list");
+    if fs::read_to_string(main)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.trim_start().starts_with("deb"))
+    {
+        found.push(main.to_path_buf());
+    }
+    found.extend(
+        files_in("/etc/apt/sources.list.d")?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "list" || e == "sources")),
+    );
+    if found.is_empty() {
+        bail!("this machine has no apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d)");
+    }
+    Ok(found)
+}
+
+/// apt settings of the machine's own (no package owns them: a snapshot's
+/// validity, a proxy, ...).
+fn own_apt_settings() -> Result<Vec<PathBuf>> {
+    let mut own = Vec::new();
+    for path in files_in("/etc/apt/apt.conf.d")? {
+        let owned = Command::new("dpkg")
+            .arg("-S")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .context("running dpkg -S")?
+            .success();
+        if !owned {
+            own.push(path);
+        }
+    }
+    Ok(own)
+}
+
+fn files_in(dir: &str) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = match crate::util::gone_is_none(fs::read_dir(dir)) {
+        Ok(None) => return Ok(Vec::new()),
+        Ok(Some(entries)) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(e) => return Err(e).with_context(|| format!("listing {dir}")),
+    };
+    files.sort();
+    Ok(files)
+}
+
+/// Name resolution, the registries' settings and the machine's own CA
+/// certificates, as a new machine has them.
+fn copy_machine_config(root: &Path) -> Result<()> {
+    let home_npmrc = std::env::var_os("HOME").map(|h| Path::new(&h).join(".npmrc"));
+    let mut copies: Vec<(PathBuf, PathBuf)> = plan::MACHINE_CONFIG
+        .iter()
+        .map(|p| (PathBuf::from(p), root.join(p.trim_start_matches('/'))))
+        .collect();
+    copies.extend(home_npmrc.map(|p| (p, root.join("root/.npmrc"))));
+    for (from, to) in copies.into_iter().filter(|(from, _)| from.is_file()) {
+        fs::copy(&from, &to)
+            .with_context(|| format!("copying {} into the root", from.display()))?;
+    }
+    let bundle = "etc/ssl/certs/ca-certificates.crt";
+    let host = fs::read_to_string(Path::new("/").join(bundle)).unwrap_or_default();
+    let inside = fs::read_to_string(root.join(bundle))
+        .with_context(|| format!("reading the root's {bundle}"))?;
+    let extra = certs::missing_from(&host, &inside);
+    if extra.is_empty() {
+        return Ok(());
+    }
+    let dir = root.join("usr/local/share/ca-certificates");
+    fs::create_dir_all(&dir)?;
+    for (i, cert) in extra.iter().enumerate() {
+        fs::write(dir.join(format!("machine-{}.crt", i + 1)), cert)?;
+    }
+    let status = Command::new("chroot")
+        .arg(root)
+        .args(["update-ca-certificates", "--fresh"])
+        .stdout(Stdio::null())
+        .status()
+        .context("running update-ca-certificates in the root")?;
+    if !status.success() {
+        bail!("update-ca-certificates failed in the root ({status})");
+    }
+    crate::status!(
+        "fresh-root",
+        "{} CA certificate(s) of this machine's added to the root",
+        extra.len()
+    );
+    Ok(())
+}
+
+/// A fresh clone of the project's HEAD, inside the root.
+fn clone_project(root: &Path) -> Result<()> {
+    let dest = root.join(PROJECT_IN_ROOT.trim_start_matches('/'));
+    let src = project::root();
+    let sh = project::shell()?;
+    xshell::cmd!(sh, "git clone --quiet --no-hardlinks {src} {dest}")
+        .run()
+        .context("cloning the project into the root")
+}
+
+/// `unshare` running the enter script for `command`: a mount and PID
+/// namespace of its own, so mounts and processes go with it.
+fn enter(plan: &RootPlan, env: &[(String, String)], command: &str) -> Command {
+    let mut c = Command::new("unshare");
+    c.args([
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "/bin/sh",
+        "-c",
+    ])
+    .arg(plan::enter_script(plan, env, command))
+    .stdin(Stdio::null());
+    c
+}
+
+/// A short command's stdout lines, inside the root.
+fn query(plan: &RootPlan, env: &[(String, String)], command: &str) -> Result<Vec<String>> {
+    let out = enter(plan, env, command)
+        .output()
+        .with_context(|| format!("running `{command}` in the root"))?;
+    if !out.status.success() {
+        bail!(
+            "`{command}` failed in the root: {}",
+            crate::util::output_text(&out).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect())
+}
+
+/// One of the form's commands in the fresh clone, its output shown and
+/// appended to the log.
+fn run_inside(
+    plan: &RootPlan,
+    env: &[(String, String)],
+    command: &str,
+    log: &Path,
+) -> Result<CommandResult> {
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let banner = format!("===== fresh root: {command} =====");
+    println!("{banner}");
+    writeln!(file, "{banner}")?;
+    let t = Instant::now();
+    let full = format!("exec 2>&1; cd {PROJECT_IN_ROOT} && {command}");
+    let mut child = spawn_tied(enter(plan, env, &full).stdout(Stdio::piped()))
+        .context("starting unshare for the fresh root")?;
+    let mut closing = None;
+    let stdout = child.stdout.take().context("no stdout from unshare")?;
+    for line in BufReader::new(stdout).split(b'\n') {
+        let line =
+            String::from_utf8_lossy(&line.context("reading the command's output")?).into_owned();
+        println!("{line}");
+        writeln!(file, "{line}")?;
+        if let Some(c) = record::closing_line(&line) {
+            closing = Some(c.to_string());
+        }
+    }
+    let status = child
+        .wait()
+        .context("waiting for the command in the root")?;
+    let result = CommandResult {
+        command: command.to_string(),
+        exit: status.code(),
+        secs: t.elapsed().as_secs(),
+        closing,
+    };
+    crate::status!(
+        "fresh-root",
+        "`{command}`: exit {:?} after {}s",
+        result.exit,
+        result.secs
+    );
+    Ok(result)
+}
+
+fn report(summary: &Summary, run_dir: &Path, log: &Path, record_it: bool) -> Result<()> {
+    let json = serde_json::to_string_pretty(summary)? + "\n";
+    let path = run_dir.join("summary.json");
+    crate::util::write_atomic(&path, json.as_bytes())?;
+    println!("\n{}", record::table(summary));
+    println!("installed by the harness: {}", summary.installed.join(" "));
+    println!(
+        "packages: {} at the start, {} at the end",
+        summary.packages_at_start, summary.packages_at_end
+    );
+    println!("log: {}; summary: {}", log.display(), path.display());
+    if record_it {
+        if summary.form == Form::Custom {
+            crate::status!(
+                "fresh-root",
+                "not recorded: a command of your own is not one of the forms"
+            );
+        } else if !summary.passed {
+            crate::status!("fresh-root", "not recorded: the check failed");
+        } else {
+            let to = record::record_path(summary.form);
+            fs::create_dir_all(to.parent().expect("docs/fresh-root"))?;
+            crate::util::write_atomic(&to, json.as_bytes())?;
+            crate::status!("fresh-root", "recorded in {}", to.display());
+        }
+    }
+    let failed = usize::from(!summary.passed);
+    println!("fresh-root: {} passed, {failed} failed", 1 - failed);
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! What a fresh-root check found, kept as JSON: per command its exit and
+//! time, the packages the harness had to install, and the dependency list
+//! it proved. A record in `docs/fresh-root/` ties that list to the code: a
+//! unit test fails when the declared packages change without a new check.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Form;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CommandResult {
+    pub command: String,
+    /// None: killed by a signal.
+    pub exit: Option<i32>,
+    pub secs: u64,
+    /// The command's last `N passed, N failed` line, if it printed one.
+    pub closing: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub form: Form,
+    pub commit: String,
+    pub date: String,
+    pub bootstrap_secs: u64,
+    pub packages_at_start: usize,
+    pub packages_at_end: usize,
+    pub commands: Vec<CommandResult>,
+    /// Packages the commands installed by name (apt-mark's manual ones),
+    /// that is, every package the fresh root was found to be missing.
+    pub installed: Vec<String>,
+    /// The Debian packages the harness declares (`hostdeps::declared_packages`).
+    pub declared: Vec<String>,
+    pub passed: bool,
+    pub total_secs: u64,
+}
+
+/// Where a passing check of `form` is recorded in the project.
+pub fn record_path(form: Form) -> PathBuf {
+    crate::project::root()
+        .join("docs/fresh-root")
+        .join(format!("{}.json", form.name()))
+}
+
+/// The last closing line of a test runner in `text`: ours
+/// (`N passed, N failed...`, after an optional `word:`), or cargo test's.
+pub fn closing_line(line: &str) -> Option<&str> {
+    let re = regex::Regex::new(r"^(\w+: )?\d+ passed, \d+ failed|^test result: ").unwrap();
+    let line = line.trim();
+    re.is_match(line).then_some(line)
+}
+
+/// `after` minus `before`, sorted.
+pub fn added(before: &[String], after: &[String]) -> Vec<String> {
+    let mut new: Vec<String> = after
+        .iter()
+        .filter(|p| !before.contains(p))
+        .cloned()
+        .collect();
+    new.sort();
+    new.dedup();
+    new
+}
+
+/// A table of the commands, their results and times.
+pub fn table(s: &Summary) -> String {
+    let w = s
+        .commands
+        .iter()
+        .map(|c| c.command.len())
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let mut out = format!(
+        "{:<w$}  {:<8} {:>7}  closing line\n",
+        "command", "result", "time"
+    );
+    out += &format!(
+        "{:<w$}  {:<8} {:>6}s\n",
+        "(mmdebstrap)", "ok", s.bootstrap_secs
+    );
+    for c in &s.commands {
+        let result = match c.exit {
+            Some(0) => "ok".to_string(),
+            Some(n) => format!("FAIL({n})"),
+            None => "KILLED".to_string(),
+        };
+        out += &format!(
+            "{:<w$}  {:<8} {:>6}s  {}\n",
+            c.command,
+            result,
+            c.secs,
+            c.closing.as_deref().unwrap_or("")
+        );
+    }
+    out += &format!(
+        "{:<w$}  {:<8} {:>6}s",
+        "total",
+        if s.passed { "passed" } else { "FAILED" },
+        s.total_secs
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::{Context, Result};
+    use std::path::Path;
+
+    fn read(path: &Path) -> Result<Summary> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    #[test]
+    fn closing_lines_of_our_commands_and_of_cargo_test() {
+        assert_eq!(
+            closing_line("129 passed, 0 failed\n"),
+            Some("129 passed, 0 failed")
+        );
+        assert_eq!(
+            closing_line("steps: 18 passed, 0 failed"),
+            Some("steps: 18 passed, 0 failed")
+        );
+        assert_eq!(
+            closing_line("test result: ok. 3 passed; 0 failed"),
+            Some("test result: ok. 3 passed; 0 failed")
+        );
+        assert_eq!(closing_line("[vmtest] 3 passed, 1 failed so far"), None);
+    }
+
+    #[test]
+    fn what_the_run_installed() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            added(&s(&["gcc", "make"]), &s(&["lld-19", "gcc", "make", "bc"])),
+            s(&["bc", "lld-19"])
+        );
+    }
+
+    /// A recorded check proved today's dependency list, and passed: when
+    /// hostdeps changes, `cargo xtask fresh-root --record` must run again.
+    #[test]
+    fn the_recorded_fresh_root_checks_cover_todays_dependencies() {
+        if std::env::var_os(super::super::plan::INSIDE_ENV).is_some() {
+            eprintln!("inside a fresh-root check: its record is being made");
+            return;
+        }
+        let declared = crate::hostdeps::declared_packages();
+        let mut found = 0;
+        for form in [Form::Full, Form::Quick] {
+            let path = record_path(form);
+            if !path.exists() {
+                continue;
+            }
+            found += 1;
+            let rec = read(&path).unwrap();
+            assert!(rec.passed, "{} records a failed check", path.display());
+            assert_eq!(rec.form, form, "{}", path.display());
+            assert_eq!(
+                rec.declared,
+                declared,
+                "the host packages changed since {} was recorded: run `cargo xtask fresh-root{} --record`",
+                path.display(),
+                if form == Form::Quick { " --quick" } else { "" }
+            );
+        }
+        assert!(
+            found > 0,
+            "no fresh-root check is recorded in docs/fresh-root/"
+        );
+    }
+}
