@@ -5,9 +5,13 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use anyhow::Result;
+
+use crate::kernel::{self, SourceConfig};
 use crate::project;
 use crate::vm::qemu::AccelChoice;
 use crate::vm::share::ShareChoice;
+use crate::vm::targets::BootConfig;
 
 #[derive(Parser)]
 #[command(
@@ -168,6 +172,32 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+impl SourceArgs {
+    /// The configuration the kernel layer takes: the cache resolved, the
+    /// jobs decided.
+    pub fn config(&self) -> Result<SourceConfig> {
+        Ok(SourceConfig {
+            kernel_src: self.kernel_src.clone(),
+            cache_dir: project::cache_dir(self.cache_dir.as_deref())?,
+            patches: self.patches.clone(),
+            jobs: self.jobs.unwrap_or_else(kernel::default_jobs),
+        })
+    }
+}
+
+impl VmArgs {
+    /// The configuration the VM layer boots with.
+    pub fn boot(&self) -> BootConfig {
+        BootConfig {
+            kernels: self.kernels.clone(),
+            debug: self.debug,
+            accel: self.accel,
+            claim: self.claim.clone(),
+            timeout: self.timeout,
+        }
+    }
 }
 
 impl VmtestArgs {

@@ -230,6 +230,72 @@ pub fn ensure(deps: &[Dep]) -> Result<()> {
     Ok(())
 }
 
+/// A virtiofsd for the shares: found, else installed with cargo (with its
+/// Debian build dependencies) when installing is allowed. Err says why
+/// there is none; a run then shares over 9p, or fails if it forced
+/// virtiofs.
+pub fn ensure_virtiofsd() -> Result<std::path::PathBuf> {
+    use crate::vm::virtiofsd;
+    let why = match virtiofsd::find() {
+        Ok(bin) => return Ok(bin),
+        Err(why) => why,
+    };
+    if std::env::var_os(virtiofsd::VIRTIOFSD_ENV).is_some() {
+        bail!("{why} (from ${})", virtiofsd::VIRTIOFSD_ENV);
+    }
+    if !may_install() {
+        bail!("{why}, and installing is off ({NO_INSTALL_ENV}=1)");
+    }
+    if !on_path("cargo") {
+        bail!("{why}, and cargo is not on PATH to install it");
+    }
+    ensure(VIRTIOFSD_BUILD).context("the build dependencies of virtiofsd")?;
+    crate::status!(
+        "deps",
+        "{why}: installing it with cargo install --locked virtiofsd (1–2 minutes)"
+    );
+    let sh = crate::project::shell()?;
+    xshell::cmd!(sh, "cargo install --quiet --locked virtiofsd")
+        .run()
+        .context("cargo install --locked virtiofsd failed")?;
+    virtiofsd::find().map_err(|why| anyhow::anyhow!("after cargo install: {why}"))
+}
+
+/// For a run that shares the host: a virtiofsd if one can be had. With
+/// `--share auto` a missing one is said in one line and the run goes on
+/// over 9p; with `--share virtiofs` it is an error.
+pub fn ensure_share(choice: crate::vm::share::ShareChoice) -> Result<()> {
+    use crate::vm::share::ShareChoice;
+    if choice == ShareChoice::NineP {
+        return Ok(());
+    }
+    match (choice, ensure_virtiofsd()) {
+        (_, Ok(_)) => Ok(()),
+        (ShareChoice::Virtiofs, Err(why)) => {
+            Err(why.context("--share virtiofs needs virtiofsd; use --share 9p"))
+        }
+        (_, Err(why)) => {
+            crate::status!("share", "no virtiofsd: {why:#}");
+            Ok(())
+        }
+    }
+}
+
+/// What building kernels from `source` needs.
+pub fn ensure_kernel_build(source: &crate::kernel::SourceConfig) -> Result<()> {
+    let mut deps = BUILD.to_vec();
+    if source.default_source() {
+        deps.extend_from_slice(DEFAULT_SOURCE);
+    }
+    ensure(&deps).context("checking the host tools for building a kernel")
+}
+
+/// What building and booting kernels from `source` needs.
+pub fn ensure_boot(source: &crate::kernel::SourceConfig) -> Result<()> {
+    ensure_kernel_build(source)?;
+    ensure(BOOT).context("checking the host tools for booting a kernel")
+}
+
 /// Set to 1 to never install anything, only report what is missing.
 pub const NO_INSTALL_ENV: &str = "BPFLAB_NO_INSTALL";
 

@@ -1,16 +1,14 @@
 //! `cargo xtask`: build, boot and measure the lazy mmap BPF patch series.
 //!
 //! This file only parses the command line and dispatches. The commands
-//! (`build_kernel`, `check_patches`, `vmtest`, `run`, `kselftest`, `bench`,
-//! `ci`, `fresh_root`) are thin; the work is in
-//! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report) and
-//! `report/` (what the guest said, and what the user reads).
+//! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
+//! bench, ci, fresh_root) are thin; the work is in the layers below them:
+//! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
+//! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
+//! proof) and `report/` (what the guest said, and what the user reads).
 
-mod bench;
-mod build_kernel;
-mod check_patches;
-mod ci;
 mod cli;
+mod commands;
 mod fresh_root;
 mod hostdeps;
 mod kernel;
@@ -18,10 +16,8 @@ mod kselftest;
 mod leftovers;
 mod project;
 mod report;
-mod run;
 mod util;
 mod vm;
-mod vmtest;
 
 use clap::Parser;
 
@@ -41,14 +37,14 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = match cli.command {
-        Command::BuildKernel(args) => build_kernel::run(args),
-        Command::Vmtest(args) => vmtest::run(args),
-        Command::CheckPatches(args) => check_patches::run(args),
-        Command::Run(args) => Ok(run::run(args)),
-        Command::Kselftest(args) => kselftest::run(args),
-        Command::Bench(args) => bench::run(args),
-        Command::Ci(args) => ci::run(args),
-        Command::FreshRoot(args) => fresh_root::run(args),
+        Command::BuildKernel(args) => commands::build_kernel::run(args),
+        Command::Vmtest(args) => commands::vmtest::run(args),
+        Command::CheckPatches(args) => commands::check_patches::run(args),
+        Command::Run(args) => Ok(commands::run::run(args)),
+        Command::Kselftest(args) => commands::kselftest::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+        Command::Ci(args) => commands::ci::run(args),
+        Command::FreshRoot(args) => commands::fresh_root::run(args),
     };
     match result {
         Ok(code) => code,

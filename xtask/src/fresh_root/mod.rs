@@ -1,4 +1,4 @@
-//! `cargo xtask fresh-root`: proves that the harness installs everything
+//! The fresh-root check (`cargo xtask fresh-root`): proves that the harness installs everything
 //! it needs. A minimal Debian root (mmdebstrap, from this machine's apt
 //! sources) holds only what a new machine comes with; the Rust toolchain
 //! is bound in read-only; README's commands run there from a fresh clone
@@ -13,54 +13,62 @@ pub use plan::Form;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::FreshRootArgs;
+use crate::project;
 use crate::util::spawn_tied;
-use crate::{hostdeps, project};
 use plan::{RootPlan, PROJECT_IN_ROOT};
-use record::{CommandResult, Summary};
+use record::CommandResult;
+pub use record::Summary;
 
-pub fn run(args: FreshRootArgs) -> Result<ExitCode> {
+/// One fresh-root check: which commands, where the root goes, and what
+/// the harness declares (recorded with the result).
+pub struct Check {
+    pub form: Form,
+    pub commands: Vec<String>,
+    /// Holds the root, the lock and each check's logs (`runs/`).
+    pub base: PathBuf,
+    pub declared: Vec<String>,
+    /// Keep the root after a passing check (a failing one's is kept).
+    pub keep: bool,
+}
+
+/// A finished check: its summary, and where its log and summary are.
+pub struct Checked {
+    pub summary: Summary,
+    pub run_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+/// Makes the root, clones the project into it, runs the commands there
+/// (stopping at the first that fails) and sums up.
+pub fn check(c: &Check) -> Result<Checked> {
     let started = Instant::now();
-    let (form, commands) = match (&args.command[..], args.quick) {
-        ([], false) => (Form::Full, strings(Form::Full.commands())),
-        ([], true) => (Form::Quick, strings(Form::Quick.commands())),
-        (own, _) => (Form::Custom, vec![own.join(" ")]),
-    };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("fresh-root needs root (mmdebstrap --mode=root, mounts, chroot): run it as root");
-    }
-    hostdeps::ensure(hostdeps::FRESH_ROOT).context("checking the host tools for the fresh root")?;
-    let base = match &args.dir {
-        Some(d) => d.clone(),
-        None => project::cache_dir(args.cache_dir.as_deref())?.join("fresh-root"),
-    };
-    fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    let _lock = lock(&base)?;
-    let run_dir = project::new_run_dir(&base, form.name())?;
+    fs::create_dir_all(&c.base).with_context(|| format!("creating {}", c.base.display()))?;
+    let _lock = lock(&c.base)?;
+    let run_dir = project::new_run_dir(&c.base, c.form.name())?;
     let plan = RootPlan {
-        root: base.join("root"),
+        root: c.base.join("root"),
         rustup_home: toolchain_dir("RUSTUP_HOME", ".rustup")?,
         cargo_bin: toolchain_dir("CARGO_HOME", ".cargo")?.join("bin"),
     };
     let commit = head_commit()?;
     let bootstrap_secs = bootstrap(&plan, &run_dir)?;
     clone_project(&plan.root)?;
-    let env = plan::inner_env(form, |k| std::env::var(k).ok());
+    let env = plan::inner_env(c.form, |k| std::env::var(k).ok());
     let before = query(&plan, &env, "apt-mark showmanual")?;
-    let at_start = query(&plan, &env, "dpkg-query -W -f '${Package}\\n'")?.len();
+    let at_start = query(&plan, &env, PACKAGES)?.len();
     crate::status!(
         "fresh-root",
-        "{at_start} packages in the root; running {commands:?}"
+        "{at_start} packages in the root; running {:?}",
+        c.commands
     );
     let log = run_dir.join("log.txt");
     let mut results = Vec::new();
-    for command in &commands {
+    for command in &c.commands {
         let result = run_inside(&plan, &env, command, &log)?;
         let ok = result.exit == Some(0);
         results.push(result);
@@ -69,10 +77,10 @@ pub fn run(args: FreshRootArgs) -> Result<ExitCode> {
         }
     }
     let after = query(&plan, &env, "apt-mark showmanual")?;
-    let at_end = query(&plan, &env, "dpkg-query -W -f '${Package}\\n'")?.len();
-    let passed = results.len() == commands.len() && results.iter().all(|c| c.exit == Some(0));
+    let at_end = query(&plan, &env, PACKAGES)?.len();
+    let passed = results.len() == c.commands.len() && results.iter().all(|r| r.exit == Some(0));
     let summary = Summary {
-        form,
+        form: c.form,
         commit,
         date: today()?,
         bootstrap_secs,
@@ -80,28 +88,26 @@ pub fn run(args: FreshRootArgs) -> Result<ExitCode> {
         packages_at_end: at_end,
         commands: results,
         installed: record::added(&before, &after),
-        declared: hostdeps::declared_packages(),
+        declared: c.declared.clone(),
         passed,
         total_secs: started.elapsed().as_secs(),
     };
-    report(&summary, &run_dir, &log, args.record)?;
-    if passed && !args.keep {
+    if passed && !c.keep {
         crate::status!("fresh-root", "removing the root {}", plan.root.display());
         fs::remove_dir_all(&plan.root)
             .with_context(|| format!("removing {}", plan.root.display()))?;
     } else {
         crate::status!("fresh-root", "the root is kept at {}", plan.root.display());
     }
-    Ok(if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(project::EXIT_TESTS_FAILED)
+    Ok(Checked {
+        summary,
+        run_dir,
+        log,
     })
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
+/// Every installed package, one a line.
+const PACKAGES: &str = "dpkg-query -W -f '${Package}\\n'";
 
 /// One check at a time per directory: a second would remove the first's root.
 fn lock(base: &Path) -> Result<File> {
@@ -403,7 +409,10 @@ fn run_inside(
     Ok(result)
 }
 
-fn report(summary: &Summary, run_dir: &Path, log: &Path, record_it: bool) -> Result<()> {
+/// Prints the table and what was installed, writes summary.json, and
+/// with `record_it` puts a passing summary into docs/fresh-root/.
+pub fn report(checked: &Checked, record_it: bool) -> Result<()> {
+    let (summary, run_dir, log) = (&checked.summary, &checked.run_dir, &checked.log);
     let json = serde_json::to_string_pretty(summary)? + "\n";
     let path = run_dir.join("summary.json");
     crate::util::write_atomic(&path, json.as_bytes())?;

@@ -24,9 +24,36 @@ use self::kbuild::BuildRequest;
 use self::manifest::{KernelInfo, Manifest, PatchInfo, SourceInfo};
 use self::series::Series;
 use self::source::KernelSource;
-use crate::cli::SourceArgs;
 use crate::util::write_atomic;
-use crate::{hostdeps, project};
+
+/// Where the kernel comes from and where its trees and builds go: what
+/// every kernel operation takes, built by the command layer from its flags.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// A kernel tree or tarball; None: Debian's linux-source-6.12.
+    pub kernel_src: Option<PathBuf>,
+    /// The cache of trees and builds (resolved: `project::cache_dir`).
+    pub cache_dir: PathBuf,
+    /// The patch series (a directory with a `series` file).
+    pub patches: PathBuf,
+    /// Parallel make jobs.
+    pub jobs: usize,
+}
+
+impl SourceConfig {
+    /// Whether the source is Debian's package, which the host tools then
+    /// include.
+    pub fn default_source(&self) -> bool {
+        self.kernel_src
+            .as_deref()
+            .is_none_or(|p| p == Path::new(source::DEFAULT_TARBALL))
+    }
+}
+
+/// Make jobs when none are asked for: the CPUs + 1.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) + 1
+}
 
 /// Which kernel: the source as it is, or a variant of the series.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -133,13 +160,13 @@ impl KernelSpec {
 }
 
 /// Builds `specs` (or finds them up to date) and returns their manifest.
-pub fn build(args: &SourceArgs, specs: &[KernelSpec]) -> Result<Manifest> {
+pub fn build(args: &SourceConfig, specs: &[KernelSpec]) -> Result<Manifest> {
     build_locked(args, specs).map(|(manifest, _lock)| manifest)
 }
 
 /// Like `build`, and also hands back the cache, still locked, so the
 /// caller can take what it needs before another run may rebuild it.
-pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
+pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
     let started = Instant::now();
     let Opened {
         source,
@@ -149,7 +176,7 @@ pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest
         pristine,
     } = open(args)?;
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
-    let jobs = jobs(args);
+    let jobs = args.jobs;
     let mut kernels = Vec::new();
     for spec in specs {
         let tree = trees.prepare(&spec.flavor)?;
@@ -168,12 +195,6 @@ pub fn build_locked(args: &SourceArgs, specs: &[KernelSpec]) -> Result<(Manifest
     Ok((manifest, cache))
 }
 
-/// Parallel make jobs: `--jobs`, else the CPUs + 1.
-pub fn jobs(args: &SourceArgs) -> usize {
-    args.jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
-}
-
 /// Base and patched trees of their own (`<source>/check/`), mirrored and
 /// patched (with the whole series) but not built, for checks that compile
 /// a few objects: a series checked there never touches the trees the
@@ -188,7 +209,7 @@ pub struct PreparedTrees {
     _lock: Cache,
 }
 
-pub fn prepare_trees(args: &SourceArgs) -> Result<PreparedTrees> {
+pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
     let Opened {
         series,
         cache,
@@ -211,8 +232,8 @@ pub fn prepare_trees(args: &SourceArgs) -> Result<PreparedTrees> {
     })
 }
 
-/// A source and series ready to work on: the host tools checked, the
-/// cache locked, the pristine tree in place.
+/// A source and series ready to work on: the cache locked, the pristine
+/// tree in place. (The host tools are the command's to ensure.)
 struct Opened {
     source: KernelSource,
     series: Series,
@@ -221,11 +242,10 @@ struct Opened {
     pristine: PathBuf,
 }
 
-fn open(args: &SourceArgs) -> Result<Opened> {
+fn open(args: &SourceConfig) -> Result<Opened> {
     let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
     let series = Series::load(&args.patches)?;
-    check_host_tools(&source)?;
-    let cache = Cache::open(&project::cache_dir(args.cache_dir.as_deref())?)?;
+    let cache = Cache::open(&args.cache_dir)?;
     let key = source.cache_key()?;
     let pristine = source.pristine(&cache, &key)?;
     Ok(Opened {
@@ -235,14 +255,6 @@ fn open(args: &SourceArgs) -> Result<Opened> {
         key,
         pristine,
     })
-}
-
-fn check_host_tools(source: &KernelSource) -> Result<()> {
-    let mut deps = hostdeps::BUILD.to_vec();
-    if source.is_default() {
-        deps.extend_from_slice(hostdeps::DEFAULT_SOURCE);
-    }
-    hostdeps::ensure(&deps).context("checking the host tools for building a kernel")
 }
 
 fn source_info(source: &KernelSource, pristine: &Path) -> SourceInfo {
@@ -377,7 +389,7 @@ mod tests {
 
     #[test]
     fn kernel_words_name_base_and_the_series_variants() {
-        let series = Series::load(&project::root().join("patches")).unwrap();
+        let series = Series::load(&crate::project::root().join("patches")).unwrap();
         let expand = |w: &str| expand_word(w, &series).map(|f| names(&f).join(","));
         assert_eq!(expand("all").as_deref(), Some("base,patched,prefault"));
         assert_eq!(expand("both").as_deref(), Some("base,patched"));

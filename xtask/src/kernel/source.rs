@@ -67,10 +67,6 @@ impl KernelSource {
         }
     }
 
-    pub fn is_default(&self) -> bool {
-        matches!(self, KernelSource::Tarball { path } if path == Path::new(DEFAULT_TARBALL))
-    }
-
     /// A short, stable, readable name for this source's cache directory.
     pub fn cache_key(&self) -> Result<String> {
         let (path, extra) = match self {
@@ -174,7 +170,10 @@ mod tests {
     #[test]
     fn classifies_sources() {
         let t = crate::util::tempdir();
-        assert!(KernelSource::from_arg(None).unwrap().is_default());
+        assert!(matches!(
+            KernelSource::from_arg(None).unwrap(),
+            KernelSource::Tarball { path } if path == Path::new(DEFAULT_TARBALL)
+        ));
         let err = format!(
             "{:#}",
             KernelSource::from_arg(Some(&t.join("nope"))).unwrap_err()

@@ -14,8 +14,10 @@ use guest_common::request::HostCommand;
 
 use super::parse;
 use crate::report::protocol::{Status, TestResult};
+use crate::vm::judge;
 use crate::vm::process::VmEnd;
-use crate::vm::session::{self, GuestRun, Session, Target};
+use crate::vm::session::{GuestRun, Session};
+use crate::vm::targets::Target;
 
 /// Under TCG, as long as test_progs may print nothing: it prints a test's
 /// lines when the test ends, and its slowest tests (the verifier's, with
@@ -135,7 +137,7 @@ pub fn run(
         all.summary_seen = parsed.summary.is_some();
         let last = parse::last_number(&stdout).max(done.unwrap_or(0));
         all.results.extend(parsed.results);
-        consoles.push(session::console_check(&ran.outcome, &all.results));
+        consoles.push(judge::console_check(&ran.outcome, &all.results));
         let Some(why) = ran.vm_failure.clone() else {
             break;
         };
@@ -222,7 +224,7 @@ fn command(dir: &Path, argv: &[String]) -> Result<HostCommand> {
 
 /// test_progs's exit status from the guest's verdict (`?` without one).
 fn status_of(ran: &GuestRun) -> String {
-    crate::run::status_of(&ran.report.verdict_detail)
+    crate::report::protocol::command_status(&ran.report.verdict_detail)
         .map_or_else(|_| "?".to_string(), |s| s.to_string())
 }
 

@@ -246,6 +246,15 @@ fn complete(mut t: Transcript, program: Program) -> Result<GuestReport> {
     })
 }
 
+/// A host command's exit status, `status=N` in the guest's verdict.
+pub fn command_status(detail: &str) -> Result<u8> {
+    detail
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("status="))
+        .and_then(|n| n.parse::<u8>().ok())
+        .ok_or_else(|| anyhow::anyhow!("the guest's verdict has no exit status: {detail:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,18 @@
-//! From built kernels to a guest's report: the guest image, the QEMU
-//! arguments, running QEMU and watching its console, and the session that
-//! boots each kernel of a run and judges what came back.
+//! From built kernels to a guest's report: the kernels of a run
+//! (`targets`), the guest image, the QEMU arguments, running QEMU and
+//! watching its console, the session that boots each kernel, and the pure
+//! judgement of what came back (`judge`). `selection` chooses vmtest's
+//! tests.
 
 pub mod accel;
 pub mod console;
 pub mod guest_image;
+pub mod judge;
 pub mod process;
 pub mod qemu;
 pub mod relay;
+pub mod selection;
 pub mod session;
 pub mod share;
+pub mod targets;
 pub mod virtiofsd;

@@ -1,6 +1,6 @@
-//! Sharing the host with the guest: virtiofs when virtiofsd is there (or
-//! can be installed) and starts, 9p (built into QEMU) otherwise, said in
-//! one line; `--share virtiofs|9p` forces one.
+//! Sharing the host with the guest: virtiofs when virtiofsd is there and
+//! starts, 9p (built into QEMU) otherwise, said in one line; `--share
+//! virtiofs|9p` forces one. (Installing virtiofsd is the command's.)
 
 use std::path::Path;
 
@@ -37,9 +37,20 @@ impl ActiveShare {
     }
 }
 
-/// Starts the share of the host's root and `project`. `forced` is
-/// `--share`: without it a virtiofs failure falls back to 9p.
-pub fn start(forced: Option<ShareKind>, project: &Path, log: &Path) -> Result<ActiveShare> {
+/// What a guest gets of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// The hermetic initramfs: the guest's programs packed in, nothing of
+    /// the host.
+    Hermetic,
+    /// The host's root and the project shared, as `choice` says.
+    Host(ShareChoice),
+}
+
+/// Starts the share of the host's root and `project`. With `Auto` a
+/// virtiofs failure falls back to 9p.
+pub fn start(choice: ShareChoice, project: &Path, log: &Path) -> Result<ActiveShare> {
+    let forced = choice.forced();
     if forced == Some(ShareKind::NineP) {
         return Ok(nine_p(project));
     }
@@ -63,20 +74,15 @@ fn nine_p(project: &Path) -> ActiveShare {
     }
 }
 
-/// virtiofsd found, else installed when allowed, then started. Err is one
-/// line on why virtiofs cannot be used.
+/// virtiofsd found and started. Err is one line on why virtiofs cannot
+/// be used.
 fn start_virtiofs(project: &Path, log: &Path) -> Result<ActiveShare, String> {
     let bin = match virtiofsd::find() {
         Ok(bin) => bin,
         Err(why) if std::env::var_os(virtiofsd::VIRTIOFSD_ENV).is_some() => {
             return Err(format!("{why} (from ${})", virtiofsd::VIRTIOFSD_ENV))
         }
-        Err(why) if !virtiofsd::cargo_available() => {
-            return Err(format!("{why} and cargo is not on PATH to install it"))
-        }
-        Err(why) => {
-            virtiofsd::install().map_err(|e| format!("{why}, and installing it failed: {e:#}"))?
-        }
+        Err(why) => return Err(why),
     };
     let daemon = Virtiofsd::start(&bin, project, log).map_err(|e| format!("{e:#}"))?;
     Ok(ActiveShare {
@@ -117,7 +123,7 @@ mod tests {
     #[test]
     fn forced_9p_starts_no_server() {
         let s = start(
-            Some(ShareKind::NineP),
+            ShareChoice::NineP,
             Path::new("/w/p"),
             Path::new("/nonexistent/log"),
         )

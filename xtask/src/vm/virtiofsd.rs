@@ -1,5 +1,5 @@
 //! virtiofsd, the vhost-user file server behind a virtiofs share: found
-//! or installed (`cargo install --locked virtiofsd`), one instance per
+//! (installing it is `hostdeps::ensure_virtiofsd`'s), one instance per
 //! shared directory with its socket in a private temporary directory, and
 //! stopped, socket and all, on every path out of a run.
 
@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::hostdeps;
-use crate::util::{on_path, spawn_tied};
+use crate::util::spawn_tied;
 
 /// The virtiofsd to use instead of the one on PATH (or in ~/.cargo/bin).
 pub const VIRTIOFSD_ENV: &str = "BPFLAB_VIRTIOFSD";
@@ -69,24 +68,6 @@ fn usable(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Installs virtiofsd with cargo, with its Debian build dependencies, when
-/// installing is allowed (as for the other host tools).
-pub fn install() -> Result<PathBuf> {
-    if !hostdeps::may_install() {
-        bail!("installing is off ({}=1)", hostdeps::NO_INSTALL_ENV);
-    }
-    hostdeps::ensure(hostdeps::VIRTIOFSD_BUILD).context("the build dependencies of virtiofsd")?;
-    crate::status!(
-        "share",
-        "installing virtiofsd: cargo install --locked virtiofsd (1–2 minutes)"
-    );
-    let sh = crate::project::shell()?;
-    xshell::cmd!(sh, "cargo install --quiet --locked virtiofsd")
-        .run()
-        .context("cargo install --locked virtiofsd failed")?;
-    find().map_err(|why| anyhow::anyhow!("after cargo install: {why}"))
 }
 
 /// virtiofsd's arguments for one shared directory. The tag is the QEMU
@@ -235,11 +216,6 @@ pub fn sweep_stale_socket_dirs(base: &Path) {
 fn owner_pid(name: &str) -> Option<u32> {
     let rest = name.strip_prefix(SOCKET_DIR_PREFIX)?;
     rest.split_once('-')?.0.parse().ok()
-}
-
-/// Whether cargo can install virtiofsd here.
-pub fn cargo_available() -> bool {
-    on_path("cargo")
 }
 
 #[cfg(test)]

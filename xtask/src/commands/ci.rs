@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::cli::CiArgs;
-use crate::vm::virtiofsd;
 use crate::{hostdeps, project};
 
 /// One CI step: a stable id (`--step`, the workflow's matrix), a name
@@ -213,10 +212,7 @@ fn tools_for(steps: &[Step], cache_dir: Option<&Path>) -> Result<Vec<(String, St
     // The share tests and test_progs use virtiofs; a missing virtiofsd is
     // installed once here rather than inside a test's time limit.
     if has("share") || has("kselftest") || has("kselftest-debug") {
-        if let Err(why) = virtiofsd::find() {
-            crate::status!("deps", "{why}");
-            virtiofsd::install().context("installing virtiofsd for the share tests")?;
-        }
+        hostdeps::ensure_virtiofsd().context("installing virtiofsd for the share tests")?;
     }
     let mut env = Vec::new();
     if has("workflow-lint") {

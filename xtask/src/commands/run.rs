@@ -15,11 +15,14 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::Program;
 use guest_common::request::HostCommand;
 
-use crate::cli::{RunArgs, VmArgs};
+use crate::cli::RunArgs;
+use crate::hostdeps;
 use crate::kernel::Flavor;
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestIo;
 use crate::vm::session::{self, GuestRun};
+use crate::vm::share::Sharing;
+use crate::vm::targets::BootConfig;
 
 /// The VM could not run the command (as `env` and `docker run` use it).
 pub const EXIT_VM: u8 = 125;
@@ -36,19 +39,21 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 fn run_command(args: &RunArgs) -> Result<u8> {
     let command = host_command(args)?;
-    let vm = VmArgs {
+    let boot = BootConfig {
         kernels: vec![args.kernel.clone()],
         debug: args.debug,
         accel: args.accel,
         claim: Flavor::patched().name().to_string(),
         timeout: args.timeout,
-        inject: None,
     };
-    let prepared = session::prepare(&args.source, &vm, "run")?;
+    let source = args.source.config()?;
+    hostdeps::ensure_boot(&source)?;
+    hostdeps::ensure_share(args.share)?;
+    let prepared = session::prepare(&source, &boot, "run")?;
     let target = &prepared.targets[0];
     let mut session = prepared.session;
     let run_dir = session.run_dir.clone();
-    session.share = Some(args.share.forced());
+    session.sharing = Sharing::Host(args.share);
     session.host_command = Some(command);
     let outputs = (run_dir.join("stdout"), run_dir.join("stderr"));
     session.io = if args.shell {
@@ -90,22 +95,13 @@ fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
     if let Some(why) = &ran.vm_failure {
         bail!("{why}");
     }
-    let status = status_of(&ran.report.verdict_detail)?;
+    let status = crate::report::protocol::command_status(&ran.report.verdict_detail)?;
     let splats = report_splats(&ran.outcome);
     Ok(if splats > 0 && !allow_splat && status == 0 {
         1
     } else {
         status
     })
-}
-
-/// `status=N` from the guest's verdict.
-pub fn status_of(detail: &str) -> Result<u8> {
-    detail
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("status="))
-        .and_then(|n| n.parse::<u8>().ok())
-        .with_context(|| format!("the guest's verdict has no exit status: {detail:?}"))
 }
 
 /// Prints the kernel's splats after the command's output; returns how many.
@@ -243,14 +239,6 @@ impl Drop for TerminalGuard {
 mod tests {
     use super::*;
     use std::ffi::OsString;
-
-    #[test]
-    fn the_status_comes_from_the_verdict() {
-        assert_eq!(status_of("status=0").unwrap(), 0);
-        assert_eq!(status_of("status=137").unwrap(), 137);
-        assert!(status_of("exit=1").is_err());
-        assert!(status_of("status=999").is_err());
-    }
 
     #[test]
     fn cargo_run_variables_stay_on_the_host() {

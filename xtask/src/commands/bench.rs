@@ -10,23 +10,27 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::Program;
 
 use crate::cli::BenchArgs;
+use crate::hostdeps;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary, table};
 use crate::report::plot;
 use crate::report::protocol::Verdict;
 use crate::report::sparse::{sparse_table, window_targets};
-use crate::vm::session::{self, GuestRun, Prepared, Session, Target};
+use crate::vm::session::{self, GuestRun, Prepared, Session};
+use crate::vm::targets::Target;
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
     if repeat == 0 {
         bail!("--repeat 0: at least one boot per kernel is needed");
     }
+    let source = args.source.config()?;
+    hostdeps::ensure_boot(&source)?;
     let Prepared {
         targets,
         mut session,
-    } = session::prepare(&args.source, &args.vm, "bench")?;
+    } = session::prepare(&source, &args.vm.boot(), "bench")?;
     let mut results: Vec<KernelBench> = targets
         .iter()
         .map(|t| KernelBench {

@@ -13,10 +13,12 @@ use crate::kernel::hygiene;
 use crate::{hostdeps, kernel, project};
 
 pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
+    let source = args.source.config()?;
+    hostdeps::ensure_kernel_build(&source)?;
     hostdeps::ensure(hostdeps::PATCH_CHECKS)
         .context("checking the host tools for the patch checks")?;
     // Mirrored and patched, not built: the checks compile what they need.
-    let trees = kernel::prepare_trees(&args.source)?;
+    let trees = kernel::prepare_trees(&source)?;
     let series = &trees.series;
     let mut failed = Vec::new();
     for r in hygiene::checkpatch(&trees.pristine, series)? {
@@ -37,7 +39,7 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
         }
     }
     let objects = hygiene::objects_of(&series.touched_files());
-    let jobs = kernel::jobs(&args.source);
+    let jobs = source.jobs;
     let before = hygiene::checked_build(&trees.base, &objects, jobs)?;
     let after = hygiene::checked_build(&trees.patched, &objects, jobs)?;
     let new = hygiene::new_diagnostics(&before, &after);

@@ -9,25 +9,36 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program, TestInject};
 
 use crate::cli::VmtestArgs;
+use crate::hostdeps;
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::protocol::{Status, TestResult};
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
+use crate::vm::judge;
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestCommand;
-use crate::vm::session::{self, GuestRun, Prepared, Session, Target, DEBUG_SLOWDOWN};
+use crate::vm::selection;
+use crate::vm::session::{self, GuestRun, Prepared, Session, DEBUG_SLOWDOWN};
+use crate::vm::share::Sharing;
+use crate::vm::targets::{self, Target};
 
 pub fn run(args: VmtestArgs) -> Result<ExitCode> {
-    session::check_filters(&args.filters)?;
-    session::check_plan_kernels(&args.source, &args.vm)?;
+    selection::check_filters(&args.filters)?;
+    let source = args.source.config()?;
+    let boot = args.vm.boot();
+    targets::check_plan_kernels(&source, &boot)?;
     let inject = split_inject(args.vm.inject.as_deref())?;
     let allowed_skips = skips::load()?;
+    hostdeps::ensure_boot(&source)?;
+    if let Some(choice) = args.share {
+        hostdeps::ensure_share(choice)?;
+    }
     let Prepared {
         targets,
         mut session,
-    } = session::prepare(&args.source, &args.vm, "vmtest")?;
-    session.share = args.share.map(|s| s.forced());
-    let plan = session::planned_tests(&args.filters)?;
+    } = session::prepare(&source, &boot, "vmtest")?;
+    session.sharing = args.share.map_or(Sharing::Hermetic, Sharing::Host);
+    let plan = selection::planned_tests(&args.filters)?;
     inject.check_against(&plan)?;
     let mut runs = Vec::new();
     let mut infra_errors = Vec::new();
@@ -79,7 +90,7 @@ fn not_booted(
     let results = plan
         .iter()
         .map(String::as_str)
-        .chain([session::CONSOLE_CHECK])
+        .chain([judge::CONSOLE_CHECK])
         .map(|name| TestResult {
             name: name.to_string(),
             status: Status::NotRun,
@@ -170,7 +181,7 @@ fn kernel_run(
 ) -> Result<KernelRun> {
     let mut results = run.report.results.clone();
     skips::enforce(&mut results, allowed_skips);
-    results.push(session::console_check(&run.outcome, &results));
+    results.push(judge::console_check(&run.outcome, &results));
     let kr = KernelRun {
         kernel: target.name.clone(),
         accel: run.accel.name().into(),

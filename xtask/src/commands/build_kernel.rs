@@ -7,13 +7,15 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::BuildKernelArgs;
-use crate::kernel;
 use crate::kernel::series::Series;
+use crate::{hostdeps, kernel};
 
 pub fn run(args: BuildKernelArgs) -> Result<ExitCode> {
-    let series = Series::load(&args.source.patches)?;
+    let source = args.source.config()?;
+    let series = Series::load(&source.patches)?;
     let specs = kernel::specs_for(&args.kernel, &series, args.debug)?;
-    let manifest = kernel::build(&args.source, &specs)?;
+    hostdeps::ensure_kernel_build(&source)?;
+    let manifest = kernel::build(&source, &specs)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&manifest)?);
     } else {

@@ -1,0 +1,314 @@
+//! Judging one guest run, pure: whether the VM did its job (a panic, a
+//! timeout, a missing verdict or a program that could not run say it did
+//! not, and what arrived is kept), and the harness's own console check.
+
+use anyhow::{bail, Result};
+use guest_common::protocol::Program;
+
+use super::process::{Limits, VmEnd, VmOutcome};
+use crate::report::protocol::{self, Death, GuestReport, Status, TestResult, Verdict};
+
+/// A judged guest run: its report, and why the VM failed its job if it
+/// did (the report then holds what could be kept).
+#[derive(Debug)]
+pub struct Judged {
+    pub report: GuestReport,
+    pub vm_failure: Option<String>,
+}
+
+/// Why the VM did not finish by itself, in order of what explains the
+/// most: a panic, then a timeout.
+fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
+    if let Some(panic) = &outcome.panic {
+        return Some(format!("the kernel panicked: {}", panic.trim()));
+    }
+    match &outcome.end {
+        VmEnd::BootTimeout => Some(format!(
+            "the guest did not reach /init within {:?}; QEMU was killed",
+            limits.boot
+        )),
+        VmEnd::Timeout => Some(format!(
+            "the guest hung: no end within {:?}; QEMU was killed",
+            limits.overall
+        )),
+        VmEnd::Stalled if limits.output.is_some() => Some(format!(
+            "the guest hung: the command printed nothing for {:?}; QEMU was killed",
+            limits.stall
+        )),
+        VmEnd::Stalled => Some(format!(
+            "the guest hung: no results line for {:?}; QEMU was killed",
+            limits.stall
+        )),
+        VmEnd::KvmFailure(line) => Some(format!("KVM failed: {line}")),
+        VmEnd::Exited { .. } | VmEnd::NoPowerOff => None,
+    }
+}
+
+/// What QEMU itself said, for a run that ended without a verdict.
+fn qemu_said(outcome: &VmOutcome) -> String {
+    let mut said = String::new();
+    if let VmEnd::Exited { code: Some(code) } = outcome.end {
+        if code != 0 {
+            said = format!("; QEMU exited with status {code}");
+        }
+    }
+    if !outcome.qemu_stderr.is_empty() {
+        said += &format!("; QEMU said: {}", outcome.qemu_stderr.join(" / "));
+    }
+    said
+}
+
+/// Decides whether the VM did its job. When it did not (a panic, a
+/// timeout, a missing verdict, a program that could not run), every
+/// result that arrived is kept, the test that was running is marked
+/// crashed and the rest not run, as far as the guest announced its plan;
+/// with no plan there is nothing to keep and the run is an error.
+pub fn judge(
+    outcome: &VmOutcome,
+    results: &str,
+    limits: &Limits,
+    program: Program,
+) -> Result<Judged> {
+    let failure = match vm_death(outcome, limits) {
+        Some(death) => death,
+        None => match protocol::parse_results(results, program) {
+            Ok(report) if report.verdict == Verdict::Error => format!(
+                "the guest could not run its program: {}",
+                report.verdict_detail
+            ),
+            Ok(report) => {
+                return Ok(Judged {
+                    report,
+                    vm_failure: None,
+                })
+            }
+            Err(err) => format!("{err}{}", qemu_said(outcome)),
+        },
+    };
+    let tail = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
+    let explained = format!(
+        "{failure} (console: {})\nlast console lines:\n    {}",
+        outcome.console_log.display(),
+        tail.join("\n    ")
+    );
+    // From the first splat of the running test on, or else the last lines.
+    let death = match outcome.splat_in_test.split_first() {
+        Some((first, after)) => Death {
+            cause: failure.clone(),
+            first_splat: Some(first.clone()),
+            excerpt: after.to_vec(),
+        },
+        None => Death {
+            cause: failure.clone(),
+            first_splat: None,
+            excerpt: tail[tail.len().saturating_sub(8)..].to_vec(),
+        },
+    };
+    // A host command has no plan to salvage: the caller gets the outcome
+    // (its output files, the console) with the failure.
+    if program == Program::Command {
+        return Ok(Judged {
+            report: GuestReport {
+                results: Vec::new(),
+                verdict: Verdict::Error,
+                verdict_detail: failure,
+                bench: Vec::new(),
+            },
+            vm_failure: Some(explained),
+        });
+    }
+    let Ok(transcript) = protocol::read_transcript(results) else {
+        bail!("{explained}");
+    };
+    let Some(kept) = protocol::salvage(&transcript, &death) else {
+        bail!("{explained}");
+    };
+    Ok(Judged {
+        report: GuestReport {
+            results: kept,
+            verdict: Verdict::Error,
+            verdict_detail: failure,
+            bench: transcript.bench,
+        },
+        vm_failure: Some(explained),
+    })
+}
+
+/// The name of the harness's own T28 check.
+pub const CONSOLE_CHECK: &str = "t28_console_clean";
+
+/// The harness's own T28 check: a clean console, as one more result.
+/// When a test crashed, the splats from its start on are already its
+/// failure: only the ones before count here, so one crash is not counted
+/// twice.
+pub fn console_check(outcome: &VmOutcome, results: &[TestResult]) -> TestResult {
+    let crashed = results.iter().any(|r| r.status == Status::Crashed);
+    let splats = if crashed {
+        &outcome.splats[..outcome.splats_before_last_start]
+    } else {
+        &outcome.splats[..]
+    };
+    TestResult {
+        name: CONSOLE_CHECK.into(),
+        status: if splats.is_empty() {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        millis: 0,
+        message: match splats.first() {
+            None => String::new(),
+            Some(first) => format!(
+                "kernel reported {} problem line(s) on the console, first: {} (see {})",
+                splats.len(),
+                first.trim(),
+                outcome.console_log.display()
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::qemu::Accel;
+    use crate::vm::session::limits;
+    use std::time::Duration;
+
+    fn outcome(end: VmEnd) -> VmOutcome {
+        VmOutcome {
+            end,
+            console_log: "/tmp/console.log".into(),
+            tail: vec!["[    1.0] Run /init as init process".into()],
+            splats: vec![],
+            splat_in_test: vec![],
+            splats_before_last_start: 0,
+            panic: None,
+            boot_secs: Some(1.5),
+            elapsed: Duration::from_secs(3),
+            qemu_stderr: vec![],
+        }
+    }
+
+    fn lim() -> Limits {
+        limits(Accel::Tcg, false, None, None)
+    }
+
+    const OK: &str = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-VERDICT pass exit=0\n";
+    const CUT: &str = "BPFLAB-PLAN 3 t01_a t02_b t03_c\nBPFLAB-START t01_a\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-START t02_b\n";
+
+    fn err(o: &VmOutcome, text: &str) -> String {
+        format!(
+            "{:#}",
+            judge(o, text, &lim(), Program::Selftests).unwrap_err()
+        )
+    }
+
+    fn statuses(j: &Judged) -> Vec<Status> {
+        j.report.results.iter().map(|r| r.status).collect()
+    }
+
+    #[test]
+    fn a_clean_run_is_judged_complete() {
+        let o = outcome(VmEnd::Exited { code: Some(0) });
+        let j = judge(&o, OK, &lim(), Program::Selftests).unwrap();
+        assert_eq!(j.report.results.len(), 1);
+        assert!(j.vm_failure.is_none());
+        assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
+    }
+
+    #[test]
+    fn a_panic_mid_run_keeps_results_and_names_the_test() {
+        let mut o = outcome(VmEnd::Exited { code: Some(0) });
+        o.panic = Some("[    2.000000] Kernel panic - not syncing: sysrq triggered crash".into());
+        o.splat_in_test = vec![
+            "[    1.900000] BUG: unable to handle page fault".into(),
+            "[    1.900001] Call Trace:".into(),
+        ];
+        let j = judge(&o, CUT, &lim(), Program::Selftests).unwrap();
+        let why = j.vm_failure.as_deref().unwrap();
+        assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
+        assert_eq!(
+            statuses(&j),
+            [Status::Pass, Status::Crashed, Status::NotRun]
+        );
+        let crashed = &j.report.results[1].message;
+        assert!(
+            crashed.starts_with("the kernel panicked: [    2.000000] Kernel panic"),
+            "{crashed}"
+        );
+        assert!(
+            crashed.contains("first splat: [    1.900000] BUG: unable"),
+            "{crashed}"
+        );
+        // Before any plan there is nothing to keep.
+        assert!(err(&o, "").contains("panicked"));
+    }
+
+    #[test]
+    fn a_crash_is_not_counted_again_by_the_console_check() {
+        let mut o = outcome(VmEnd::Exited { code: Some(0) });
+        o.splats = vec![
+            "[    1.000000] WARNING: CPU: 0 PID: 9 at x".into(),
+            "[    2.000000] Kernel panic - not syncing: dumptest".into(),
+        ];
+        o.splats_before_last_start = 1;
+        o.panic = Some(o.splats[1].clone());
+        let j = judge(&o, CUT, &lim(), Program::Selftests).unwrap();
+        let c = console_check(&o, &j.report.results);
+        assert_eq!(c.status, Status::Fail, "the earlier WARNING still counts");
+        assert!(
+            c.message.starts_with("kernel reported 1 problem line(s)"),
+            "{}",
+            c.message
+        );
+        o.splats_before_last_start = 0;
+        assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
+        // Without a crash every splat counts.
+        assert!(console_check(&o, &[]).message.contains("2 problem line(s)"));
+    }
+
+    #[test]
+    fn a_hang_mid_run_is_handled_like_a_crash() {
+        let j = judge(&outcome(VmEnd::Timeout), CUT, &lim(), Program::Selftests).unwrap();
+        assert!(j.vm_failure.as_deref().unwrap().contains("the guest hung"));
+        assert_eq!(
+            statuses(&j),
+            [Status::Pass, Status::Crashed, Status::NotRun]
+        );
+        assert!(j.report.results[2].message.contains("during t02_b"));
+    }
+
+    #[test]
+    fn a_guest_that_stops_reporting_is_hung() {
+        let j = judge(&outcome(VmEnd::Stalled), CUT, &lim(), Program::Selftests).unwrap();
+        let why = j.vm_failure.unwrap();
+        assert!(
+            why.contains("the guest hung: no results line for 120s"),
+            "{why}"
+        );
+        assert_eq!(j.report.results[1].status, Status::Crashed);
+    }
+
+    #[test]
+    fn timeouts_and_missing_verdicts_are_vm_failures() {
+        assert!(err(&outcome(VmEnd::BootTimeout), "").contains("did not reach /init"));
+        let o = outcome(VmEnd::Exited { code: Some(0) });
+        assert!(err(&o, "").contains("no verdict"));
+        let j = judge(&o, "BPFLAB-PLAN 1 t01_a\n", &lim(), Program::Selftests).unwrap();
+        assert!(j.vm_failure.unwrap().contains("no verdict"));
+        assert_eq!(j.report.results[0].status, Status::NotRun);
+        let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
+        assert!(e.contains("could not run its program"), "{e}");
+        assert!(err(&o, "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n").contains("malformed"));
+    }
+
+    #[test]
+    fn splats_fail_the_console_check() {
+        let mut o = outcome(VmEnd::Exited { code: Some(0) });
+        o.splats = vec!["[    5.000000] WARNING: CPU: 0 PID: 1 at lkdtm".into()];
+        let c = console_check(&o, &[]);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.message.contains("WARNING"), "{}", c.message);
+    }
+}
