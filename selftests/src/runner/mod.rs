@@ -26,7 +26,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use guest_common::port;
-use guest_common::protocol::{self, ResultWord};
+use guest_common::protocol::{Line, ResultWord, TestLine};
 
 use crate::child;
 use crate::kmsg::{find_splats, Kmsg};
@@ -189,8 +189,8 @@ impl ResultSink {
         Ok(ResultSink { file: Some(file) })
     }
 
-    fn emit(&mut self, line: &str) {
-        debug_assert!(!line.contains('\n'));
+    fn emit(&mut self, line: &Line) {
+        let line = line.to_string();
         if let Some(f) = &self.file {
             if let Err(e) = port::write_line(f, &format!("{line}\n")) {
                 eprintln!("[selftests] writing results: {e}");
@@ -236,18 +236,20 @@ enum Outcome {
 
 /// `BPFLAB-PLAN <n> <names...>`: the host lists what was never reached
 /// if the guest dies.
-fn plan_line(tests: &[Test]) -> String {
-    let mut rest = tests.len().to_string();
-    for t in tests {
-        rest.push(' ');
-        rest.push_str(t.name);
+fn plan_line(tests: &[Test]) -> Line {
+    Line::Plan {
+        count: tests.len(),
+        names: tests.iter().map(|t| t.name.to_string()).collect(),
     }
-    protocol::line(protocol::PLAN, &rest)
 }
 
-fn result_line(name: &str, word: ResultWord, ms: u128, msg: &str) -> String {
-    let rest = format!("{name} {} {ms} {}", word.word(), one_line(msg));
-    protocol::line(protocol::RESULT, rest.trim_end())
+fn result_line(name: &str, word: ResultWord, ms: u128, msg: &str) -> Line {
+    Line::Result(TestLine {
+        name: name.to_string(),
+        word,
+        millis: u64::try_from(ms).unwrap_or(u64::MAX),
+        message: one_line(msg),
+    })
 }
 
 /// Host mode: report each selected test as skipped. Returns their number.
@@ -345,7 +347,7 @@ impl<'a> GuestRun<'a> {
                 sink.emit(&result_line(t.name, ResultWord::NotRun, 0, why));
                 continue;
             }
-            sink.emit(&protocol::line(protocol::START, t.name));
+            sink.emit(&Line::Start(t.name.to_string()));
             let start = Instant::now();
             let outcome = self.run_one(t);
             self.record(t, outcome, start.elapsed().as_millis(), sink);

@@ -165,7 +165,10 @@ impl Results {
     /// Sends `BPFLAB-BENCH <json>` in a single write() and echoes it to
     /// stdout.
     pub fn emit(&mut self, json: &str) -> Result<(), String> {
-        let line = format!("{} {json}\n", guest_common::protocol::BENCH);
+        let line = format!(
+            "{}\n",
+            guest_common::protocol::Line::Bench(json.to_string())
+        );
         port::write_line(&self.file, &line)
             .map_err(|e| describe(&format!("write results {}", self.path), &e))?;
         print!("{line}");

@@ -16,7 +16,7 @@ use guest_common::request::{
 
 use crate::say;
 use crate::sys::describe;
-use crate::verdict::{Outcome, Verdict};
+use guest_common::protocol::{Detail, Outcome, Verdict};
 
 /// Ports and consoles appear when the host side announces them, which may
 /// be after /init starts.
@@ -51,7 +51,8 @@ pub fn run(cmd: &HostCommand) -> Verdict {
     from_status(status)
 }
 
-/// The verdict of a command that ended with `status`.
+/// The verdict of a command that ended with `status` (0-255, as a shell
+/// gives it).
 pub fn from_status(status: i32) -> Verdict {
     Verdict {
         outcome: if status == 0 {
@@ -59,7 +60,7 @@ pub fn from_status(status: i32) -> Verdict {
         } else {
             Outcome::Fail
         },
-        detail: format!("status={status}"),
+        detail: Detail::Status(u8::try_from(status).unwrap_or(u8::MAX)),
     }
 }
 
@@ -204,9 +205,9 @@ mod tests {
     #[test]
     fn the_verdict_carries_the_status() {
         let v = from_status(0);
-        assert_eq!((v.outcome, v.detail.as_str()), (Outcome::Pass, "status=0"));
+        assert_eq!((v.outcome, v.status()), (Outcome::Pass, Some(0)));
         let v = from_status(137);
         assert_eq!(v.outcome, Outcome::Fail);
-        assert_eq!(v.line(), "BPFLAB-VERDICT fail status=137\n");
+        assert_eq!(crate::verdict::wire(&v), "BPFLAB-VERDICT fail status=137\n");
     }
 }

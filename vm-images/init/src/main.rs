@@ -17,9 +17,10 @@ use std::process::Command;
 
 use guest_common::cmdline::{self as kernel_cmdline, GuestCommand as Config};
 use guest_common::panic_text;
+use guest_common::protocol::Verdict;
 use guest_common::protocol::{Inject, Program};
 use guest_common::request::{Request, Share, REQUEST_PATH};
-use verdict::{Exit, Verdict};
+use verdict::Exit;
 
 /// The second serial port carries machine-readable results to the host; the
 /// first (the console, our stdout) carries everything humans read.
@@ -94,7 +95,7 @@ fn run() -> Verdict {
     if config.inject == Some(Inject::Hang) {
         say(&format!(
             "inject=hang: program gave {}, withholding the verdict forever",
-            verdict.line().trim_end()
+            verdict::wire(&verdict).trim_end()
         ));
         sys::sleep_forever();
     }
@@ -219,7 +220,7 @@ fn run_program(config: &Config, share: Option<&Share>) -> Verdict {
 
 /// Sends the verdict to the host and a readable copy to the console.
 fn report(verdict: &Verdict) {
-    let line = verdict.line();
+    let line = verdict::wire(verdict);
     say(&format!(
         "verdict: {}",
         line.trim_start_matches(guest_common::protocol::VERDICT)

@@ -1,46 +1,11 @@
-//! The verdict /init reports to the host, and how a child's fate maps to it
-//! (pure code).
+//! How the program's fate maps to the verdict /init reports (pure code).
+//! The verdict itself is the protocol's type, written as one `Line`.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Pass,
-    Fail,
-    Error,
-}
+use guest_common::protocol::{Detail, Line, Outcome, Verdict};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    pub outcome: Outcome,
-    /// One line of detail, e.g. `exit=1` or `signal=SIGSEGV`.
-    pub detail: String,
-}
-
-impl Verdict {
-    pub fn error(detail: impl Into<String>) -> Self {
-        Verdict {
-            outcome: Outcome::Error,
-            detail: detail.into(),
-        }
-    }
-
-    /// The single line written to the results port, newline included. The
-    /// detail is squashed onto one line so the host's line parser can't be
-    /// confused by it.
-    pub fn line(&self) -> String {
-        let outcome = match self.outcome {
-            Outcome::Pass => "pass",
-            Outcome::Fail => "fail",
-            Outcome::Error => "error",
-        };
-        let detail: String = self
-            .detail
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let detail = detail.trim();
-        let detail = if detail.is_empty() { "-" } else { detail };
-        format!("{} {outcome} {detail}\n", guest_common::protocol::VERDICT)
-    }
+/// The verdict as the line written to the results port, newline included.
+pub fn wire(verdict: &Verdict) -> String {
+    format!("{}\n", Line::Verdict(verdict.clone()))
 }
 
 /// How the program ended, as reported by wait().
@@ -53,18 +18,16 @@ pub enum Exit {
 /// Exit 0 passes, exit 1 is a test failure; anything else means the
 /// program itself broke, which must not be mistaken for a test result.
 pub fn from_exit(exit: Exit) -> Verdict {
-    match exit {
-        Exit::Code(0) => Verdict {
-            outcome: Outcome::Pass,
-            detail: "exit=0".into(),
-        },
-        Exit::Code(1) => Verdict {
-            outcome: Outcome::Fail,
-            detail: "exit=1".into(),
-        },
-        Exit::Code(code) => Verdict::error(format!("exit={code}")),
-        Exit::Signal(sig) => Verdict::error(format!("signal={}", guest_common::signal_label(sig))),
-    }
+    let (outcome, detail) = match exit {
+        Exit::Code(0) => (Outcome::Pass, Detail::Exit(0)),
+        Exit::Code(1) => (Outcome::Fail, Detail::Exit(1)),
+        Exit::Code(code) => (Outcome::Error, Detail::Exit(code)),
+        Exit::Signal(sig) => (
+            Outcome::Error,
+            Detail::Signal(guest_common::signal_label(sig)),
+        ),
+    };
+    Verdict { outcome, detail }
 }
 
 #[cfg(test)]
@@ -76,37 +39,37 @@ mod tests {
         assert_eq!(from_exit(Exit::Code(0)).outcome, Outcome::Pass);
         assert_eq!(from_exit(Exit::Code(1)).outcome, Outcome::Fail);
         let v = from_exit(Exit::Code(2));
-        assert_eq!((v.outcome, v.detail.as_str()), (Outcome::Error, "exit=2"));
-        let v = from_exit(Exit::Code(101));
-        assert_eq!(v.outcome, Outcome::Error);
+        assert_eq!((v.outcome, v.detail), (Outcome::Error, Detail::Exit(2)));
+        assert_eq!(from_exit(Exit::Code(101)).outcome, Outcome::Error);
         let v = from_exit(Exit::Signal(libc::SIGSEGV));
         assert_eq!(
-            (v.outcome, v.detail.as_str()),
-            (Outcome::Error, "signal=SIGSEGV")
+            (v.outcome, v.detail),
+            (Outcome::Error, Detail::Signal("SIGSEGV".into()))
         );
-        assert_eq!(from_exit(Exit::Signal(40)).detail, "signal=signal 40");
+        assert_eq!(
+            from_exit(Exit::Signal(40)).detail,
+            Detail::Signal("signal 40".into())
+        );
     }
 
     #[test]
     fn lines() {
         assert_eq!(
-            from_exit(Exit::Code(0)).line(),
+            wire(&from_exit(Exit::Code(0))),
             "BPFLAB-VERDICT pass exit=0\n"
         );
         assert_eq!(
-            from_exit(Exit::Code(1)).line(),
+            wire(&from_exit(Exit::Code(1))),
             "BPFLAB-VERDICT fail exit=1\n"
         );
         assert_eq!(
-            Verdict::error("mount /proc: ENODEV").line(),
+            wire(&Verdict::error("mount /proc: ENODEV")),
             "BPFLAB-VERDICT error mount /proc: ENODEV\n"
         );
-    }
-
-    #[test]
-    fn detail_is_one_line() {
-        let v = Verdict::error("init panic: a\nb\r\n");
-        assert_eq!(v.line(), "BPFLAB-VERDICT error init panic: a b\n");
-        assert_eq!(Verdict::error("").line(), "BPFLAB-VERDICT error -\n");
+        assert_eq!(
+            wire(&Verdict::error("init panic: a\nb\r\n")),
+            "BPFLAB-VERDICT error init panic: a b\n"
+        );
+        assert_eq!(wire(&Verdict::error("")), "BPFLAB-VERDICT error -\n");
     }
 }

@@ -15,7 +15,7 @@ use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary, table};
 use crate::report::plot;
-use crate::report::protocol::Verdict;
+use crate::report::protocol::Outcome;
 use crate::report::sparse::{sparse_table, window_targets};
 use crate::vm::session::{self, GuestRun, Prepared, Session};
 use crate::vm::targets::Target;
@@ -90,11 +90,11 @@ fn boot_once(session: &mut Session, target: &Target, quick: bool) -> Result<Gues
         );
         return Err(ExitCode::from(EXIT_INFRA));
     }
-    if run.report.verdict != Verdict::Pass {
+    if run.report.verdict.outcome != Outcome::Pass {
         eprintln!(
             "error: the benchmark failed on {}: {} (console: {})",
             target.name,
-            run.report.verdict_detail,
+            run.report.verdict.detail,
             run.outcome.console_log.display()
         );
         return Err(ExitCode::from(EXIT_TESTS_FAILED));

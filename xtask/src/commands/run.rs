@@ -95,7 +95,10 @@ fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
     if let Some(why) = &ran.vm_failure {
         bail!("{why}");
     }
-    let status = crate::report::protocol::command_status(&ran.report.verdict_detail)?;
+    let verdict = &ran.report.verdict;
+    let status = verdict
+        .status()
+        .with_context(|| format!("the guest's verdict has no exit status: {}", verdict.detail))?;
     let splats = report_splats(&ran.outcome);
     Ok(if splats > 0 && !allow_splat && status == 0 {
         1

@@ -224,8 +224,10 @@ fn command(dir: &Path, argv: &[String]) -> Result<HostCommand> {
 
 /// test_progs's exit status from the guest's verdict (`?` without one).
 fn status_of(ran: &GuestRun) -> String {
-    crate::report::protocol::command_status(&ran.report.verdict_detail)
-        .map_or_else(|_| "?".to_string(), |s| s.to_string())
+    ran.report
+        .verdict
+        .status()
+        .map_or_else(|| "?".to_string(), |s| s.to_string())
 }
 
 #[cfg(test)]

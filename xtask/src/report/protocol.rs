@@ -3,7 +3,8 @@
 //! defines them.
 
 use anyhow::{bail, Result};
-use guest_common::protocol::{self as wire, Program, ResultWord};
+use guest_common::protocol::{self as wire, Line, Program, ResultWord, TestLine};
+pub use guest_common::protocol::{Outcome, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -24,13 +25,6 @@ pub struct TestResult {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Pass,
-    Fail,
-    Error,
-}
-
 /// Everything the guest said on the results channel, before any judgement
 /// of whether the run was complete.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,7 +36,7 @@ pub struct Transcript {
     /// Tests that started, in order.
     pub started: Vec<String>,
     pub results: Vec<TestResult>,
-    pub verdicts: Vec<(Verdict, String)>,
+    pub verdicts: Vec<Verdict>,
     /// `BPFLAB-BENCH` payloads, unparsed.
     pub bench: Vec<String>,
 }
@@ -60,91 +54,53 @@ impl Transcript {
 pub struct GuestReport {
     pub results: Vec<TestResult>,
     pub verdict: Verdict,
-    pub verdict_detail: String,
     pub bench: Vec<String>,
 }
 
-/// Reads the channel line by line. Only what cannot be trusted even in a
-/// cut-off run is an error: a malformed line, a test reported twice, a
-/// second plan.
+/// Reads the channel line by line, each a `wire::Line`. Only what cannot
+/// be trusted even in a cut-off run is an error: a malformed line, a test
+/// reported twice, a second plan.
 pub fn read_transcript(text: &str) -> Result<Transcript> {
     let mut t = Transcript::default();
     // A line without its newline was cut off when the guest died.
     let complete = text.rfind('\n').map_or("", |end| &text[..end]);
     for raw in complete.lines() {
-        let line = raw.trim_end_matches('\r');
-        if !line.starts_with(wire::LINE_PREFIX) {
+        if !raw.starts_with(wire::LINE_PREFIX) {
             continue;
         }
-        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
-        match tag {
-            wire::PLAN => {
-                let (n, names) = parse_plan(rest)
-                    .ok_or_else(|| anyhow::anyhow!("malformed plan line: {line:?}"))?;
-                if t.planned.replace(n).is_some() {
+        match raw.parse::<Line>().map_err(anyhow::Error::msg)? {
+            Line::Plan { count, names } => {
+                if t.planned.replace(count).is_some() {
                     bail!("the guest announced its test plan twice");
                 }
                 t.plan = names;
             }
-            wire::START if !rest.is_empty() => t.started.push(rest.trim().to_string()),
-            wire::RESULT => {
-                let r = parse_result(rest)
-                    .ok_or_else(|| anyhow::anyhow!("malformed result line: {line:?}"))?;
+            Line::Start(name) => t.started.push(name),
+            Line::Result(r) => {
                 if t.results.iter().any(|x| x.name == r.name) {
                     bail!("test {} reported twice", r.name);
                 }
-                t.results.push(r);
+                t.results.push(test_result(r));
             }
-            wire::VERDICT => t.verdicts.push(
-                parse_verdict(rest)
-                    .ok_or_else(|| anyhow::anyhow!("malformed verdict line: {line:?}"))?,
-            ),
-            wire::BENCH => t.bench.push(rest.to_string()),
-            _ => bail!("unknown or malformed results line: {line:?}"),
+            Line::Verdict(v) => t.verdicts.push(v),
+            Line::Bench(json) => t.bench.push(json),
         }
     }
     Ok(t)
 }
 
-/// `<n> [names...]`: the count must match the names when they are given.
-fn parse_plan(rest: &str) -> Option<(usize, Vec<String>)> {
-    let mut words = rest.split_whitespace();
-    let n: usize = words.next()?.parse().ok()?;
-    let names: Vec<String> = words.map(str::to_string).collect();
-    (names.is_empty() || names.len() == n).then_some((n, names))
-}
-
-fn parse_verdict(rest: &str) -> Option<(Verdict, String)> {
-    let (word, detail) = rest.split_once(' ').unwrap_or((rest, ""));
-    let v = match word {
-        "pass" => Verdict::Pass,
-        "fail" => Verdict::Fail,
-        "error" => Verdict::Error,
-        _ => return None,
-    };
-    Some((v, detail.trim().to_string()))
-}
-
-fn parse_result(rest: &str) -> Option<TestResult> {
-    let mut parts = rest.splitn(4, ' ');
-    let name = parts.next()?.to_string();
-    let status = match ResultWord::parse(parts.next()?)? {
-        ResultWord::Pass => Status::Pass,
-        ResultWord::Fail => Status::Fail,
-        ResultWord::Skip => Status::Skip,
-        ResultWord::NotRun => Status::NotRun,
-    };
-    let millis = parts.next()?.parse().ok()?;
-    let message = parts.next().unwrap_or("").trim().to_string();
-    if name.is_empty() {
-        return None;
+fn test_result(r: TestLine) -> TestResult {
+    TestResult {
+        name: r.name,
+        status: match r.word {
+            ResultWord::Pass => Status::Pass,
+            ResultWord::Fail => Status::Fail,
+            ResultWord::Skip => Status::Skip,
+            ResultWord::NotRun => Status::NotRun,
+        },
+        millis: r.millis,
+        message: r.message,
     }
-    Some(TestResult {
-        name,
-        status,
-        millis,
-        message,
-    })
 }
 
 /// A complete run: exactly one verdict, and for a test run a plan that
@@ -212,14 +168,14 @@ pub fn salvage(t: &Transcript, death: &Death) -> Option<Vec<TestResult>> {
 }
 
 fn complete(mut t: Transcript, program: Program) -> Result<GuestReport> {
-    let (verdict, verdict_detail) = match t.verdicts.len() {
+    let verdict = match t.verdicts.len() {
         0 => bail!("the guest gave no verdict (it died, hung or was cut off before the end)"),
         1 => t.verdicts.remove(0),
         n => bail!("the guest gave {n} verdicts instead of one"),
     };
     // Test runs announce a plan; a benchmark sends records instead.
     let tests = program == Program::Selftests;
-    if tests && matches!(verdict, Verdict::Pass | Verdict::Fail) {
+    if tests && matches!(verdict.outcome, Outcome::Pass | Outcome::Fail) {
         match t.planned {
             None => bail!("the guest reported tests without announcing a plan"),
             Some(n) if n != t.results.len() => {
@@ -232,27 +188,20 @@ fn complete(mut t: Transcript, program: Program) -> Result<GuestReport> {
         }
     }
     let any_failed = t.results.iter().any(|r| r.status == Status::Fail);
-    if verdict == Verdict::Pass && any_failed {
+    if verdict.outcome == Outcome::Pass && any_failed {
         bail!("the guest's verdict is pass but some tests failed");
     }
-    if tests && verdict == Verdict::Fail && !any_failed {
-        bail!("the guest's verdict is fail but no test failed ({verdict_detail})");
+    if tests && verdict.outcome == Outcome::Fail && !any_failed {
+        bail!(
+            "the guest's verdict is fail but no test failed ({})",
+            verdict.detail
+        );
     }
     Ok(GuestReport {
         results: t.results,
         verdict,
-        verdict_detail,
         bench: t.bench,
     })
-}
-
-/// A host command's exit status, `status=N` in the guest's verdict.
-pub fn command_status(detail: &str) -> Result<u8> {
-    detail
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("status="))
-        .and_then(|n| n.parse::<u8>().ok())
-        .ok_or_else(|| anyhow::anyhow!("the guest's verdict has no exit status: {detail:?}"))
 }
 
 #[cfg(test)]
@@ -264,8 +213,8 @@ mod tests {
     #[test]
     fn parses_results_and_verdict() {
         let r = parse_results(GOOD, Program::Selftests).unwrap();
-        assert_eq!(r.verdict, Verdict::Fail);
-        assert_eq!(r.verdict_detail, "exit=1");
+        assert_eq!(r.verdict.outcome, Outcome::Fail);
+        assert_eq!(r.verdict.detail.to_string(), "exit=1");
         assert_eq!(r.results.len(), 3);
         assert_eq!(r.results[0].status, Status::Pass);
         assert_eq!(r.results[1].message, "expected 3 pages | got 2048");
@@ -400,12 +349,12 @@ mod tests {
             Program::Bench,
         )
         .unwrap();
-        assert_eq!(r.verdict, Verdict::Error);
+        assert_eq!(r.verdict.outcome, Outcome::Error);
         assert_eq!(r.bench, ["{\"kind\":\"scenario\"}"]);
         // A benchmark that fails before its first record is a failed
         // benchmark, not a run without a plan.
         let r = parse_results("BPFLAB-VERDICT fail exit=1\n", Program::Bench).unwrap();
-        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(r.verdict.outcome, Outcome::Fail);
         assert!(parse_results("BPFLAB-VERDICT fail exit=1\n", Program::Selftests).is_err());
     }
 }

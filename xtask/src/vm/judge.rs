@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use guest_common::protocol::Program;
 
 use super::process::{Limits, VmEnd, VmOutcome};
-use crate::report::protocol::{self, Death, GuestReport, Status, TestResult, Verdict};
+use crate::report::protocol::{self, Death, GuestReport, Outcome, Status, TestResult, Verdict};
 
 /// A judged guest run: its report, and why the VM failed its job if it
 /// did (the report then holds what could be kept).
@@ -72,9 +72,9 @@ pub fn judge(
     let failure = match vm_death(outcome, limits) {
         Some(death) => death,
         None => match protocol::parse_results(results, program) {
-            Ok(report) if report.verdict == Verdict::Error => format!(
+            Ok(report) if report.verdict.outcome == Outcome::Error => format!(
                 "the guest could not run its program: {}",
-                report.verdict_detail
+                report.verdict.detail
             ),
             Ok(report) => {
                 return Ok(Judged {
@@ -110,8 +110,7 @@ pub fn judge(
         return Ok(Judged {
             report: GuestReport {
                 results: Vec::new(),
-                verdict: Verdict::Error,
-                verdict_detail: failure,
+                verdict: Verdict::error(failure),
                 bench: Vec::new(),
             },
             vm_failure: Some(explained),
@@ -126,8 +125,7 @@ pub fn judge(
     Ok(Judged {
         report: GuestReport {
             results: kept,
-            verdict: Verdict::Error,
-            verdict_detail: failure,
+            verdict: Verdict::error(failure),
             bench: transcript.bench,
         },
         vm_failure: Some(explained),

@@ -38,7 +38,7 @@ const SPLAT_EXCERPT_LINES: usize = 12;
 const TAIL_LINES: usize = 40;
 /// A console line longer than this is split (a flood without newlines).
 const MAX_LINE: usize = 4096;
-use guest_common::protocol::{BOOT_MARKER, START, VERDICT};
+use guest_common::protocol::{self as wire, BOOT_MARKER, START};
 
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -345,7 +345,9 @@ impl<'a> Progress<'a> {
             self.len = len;
             self.since = Instant::now();
             let text = fs::read_to_string(self.path).unwrap_or_default();
-            self.verdict = text.lines().any(|l| l.starts_with(VERDICT));
+            self.verdict = text
+                .lines()
+                .any(|l| matches!(l.parse(), Ok(wire::Line::Verdict(_))));
         }
         self.since.elapsed()
     }

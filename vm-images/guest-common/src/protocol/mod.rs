@@ -11,8 +11,16 @@
 //! BPFLAB-RESULT <name> skip 0 <reason>
 //! BPFLAB-RESULT <name> notrun 0 <why>    the runner stopped early
 //! BPFLAB-BENCH <json>                    one benchmark record
-//! BPFLAB-VERDICT pass|fail|error <detail>  exactly one, written by /init
+//! BPFLAB-VERDICT pass|fail|error <detail>  exactly one, written by /init:
+//!                                        exit=N, signal=NAME, status=N
+//!                                        (a host command) or one line of text
 //! ```
+//!
+//! Both sides write and read these lines through one type, [`Line`].
+
+mod line;
+
+pub use line::{Detail, Line, Outcome, TestLine, Verdict};
 
 /// The project's one machine-facing name.
 pub const NAME: &str = "bpflab";
@@ -184,15 +192,6 @@ impl TestInject {
     }
 }
 
-/// One protocol line (without its newline): `tag rest`, or `tag` alone.
-pub fn line(tag: &str, rest: &str) -> String {
-    if rest.is_empty() {
-        tag.to_string()
-    } else {
-        format!("{tag} {rest}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,7 +229,5 @@ mod tests {
         for key in [param::RUN, param::KERNEL, param::ARGS, param::INJECT] {
             assert!(key.starts_with(param::PREFIX));
         }
-        assert_eq!(line(START, "t01_x"), "BPFLAB-START t01_x");
-        assert_eq!(line(PLAN, ""), "BPFLAB-PLAN");
     }
 }
