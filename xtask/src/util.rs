@@ -35,9 +35,12 @@ pub fn gone_is_none<T>(r: std::io::Result<T>) -> std::io::Result<Option<T>> {
     }
 }
 
-/// Reads a stamp file; a missing file reads as empty.
-pub fn read_stamp(path: &Path) -> String {
-    fs::read_to_string(path).unwrap_or_default()
+/// Reads a stamp file; a missing file reads as empty (nothing recorded),
+/// any other failure is an error that names the file.
+pub fn read_stamp(path: &Path) -> Result<String> {
+    Ok(gone_is_none(fs::read_to_string(path))
+        .with_context(|| format!("reading the stamp {}", path.display()))?
+        .unwrap_or_default())
 }
 
 /// The last `n` lines of `text`.
@@ -113,10 +116,13 @@ mod tests {
     fn atomic_writes_replace_the_stamp() {
         let t = tempdir();
         let p = t.join("stamp");
-        assert_eq!(read_stamp(&p), "");
+        assert_eq!(read_stamp(&p).unwrap(), "");
         write_atomic(&p, b"one").unwrap();
         write_atomic(&p, b"two").unwrap();
-        assert_eq!(read_stamp(&p), "two");
+        assert_eq!(read_stamp(&p).unwrap(), "two");
+        fs::create_dir(t.join("dir")).unwrap();
+        let err = format!("{:#}", read_stamp(&t.join("dir")).unwrap_err());
+        assert!(err.starts_with("reading the stamp "), "{err}");
         fs::remove_dir_all(t).unwrap();
     }
 }

@@ -26,11 +26,27 @@ struct Applied {
     files: Vec<String>,
 }
 
+/// What the stamp says was applied (nothing, without one). A stamp that
+/// cannot be read would hide which files differ from pristine: an error.
+fn applied(stamp: &Path) -> Result<Applied> {
+    let text = read_stamp(stamp)?;
+    if text.is_empty() {
+        return Ok(Applied::default());
+    }
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "the stamp {} is corrupt; remove the tree {} and run again",
+            stamp.display(),
+            stamp.parent().unwrap_or(stamp).display()
+        )
+    })
+}
+
 /// Brings `tree` to "pristine + series". Returns the tree's state key
 /// (changes whenever the source or the series does).
 pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<String> {
     let stamp_path = tree.join(STAMP);
-    let old: Applied = serde_json::from_str(&read_stamp(&stamp_path)).unwrap_or_default();
+    let old = applied(&stamp_path)?;
     let mut files = series.touched_files();
     // Files an older series patched must go back to pristine too.
     files.extend(old.files.iter().cloned());
@@ -164,6 +180,17 @@ mod tests {
             out.push((f.to_string(), fs::read_to_string(root.join(f)).unwrap()));
         }
         out
+    }
+
+    #[test]
+    fn a_corrupt_stamp_is_an_error_that_says_what_to_remove() {
+        let t = tempdir();
+        let stamp = t.join(STAMP);
+        assert_eq!(applied(&stamp).unwrap(), Applied::default(), "no stamp yet");
+        fs::write(&stamp, "{\"series_hash\": ").unwrap();
+        let err = format!("{:#}", applied(&stamp).unwrap_err());
+        assert!(err.contains("is corrupt; remove the tree"), "{err}");
+        fs::remove_dir_all(t).unwrap();
     }
 
     #[test]

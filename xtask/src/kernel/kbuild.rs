@@ -48,8 +48,8 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     let config = req.build_dir.join(".config");
     let log = req.build_dir.join("build.log");
     // A tree of another kernel version needs a fresh config too.
-    let config_key = format!("{frag_hash}\n{}", tree_version(req.tree));
-    if read_stamp(&req.build_dir.join(CONFIGURED)) != config_key || !config.exists() {
+    let config_key = format!("{frag_hash}\n{}", tree_version(req.tree)?);
+    if read_stamp(&req.build_dir.join(CONFIGURED))? != config_key || !config.exists() {
         let started = Instant::now();
         crate::status!(
             req.name,
@@ -83,7 +83,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
         config,
         log: log.clone(),
     };
-    if read_stamp(&req.build_dir.join(BUILT)) == stamp && bzimage.exists() && vmlinux.exists() {
+    if read_stamp(&req.build_dir.join(BUILT))? == stamp && bzimage.exists() && vmlinux.exists() {
         crate::status!(req.name, "up to date: {}", bzimage.display());
         return Ok(built);
     }
@@ -115,8 +115,10 @@ fn names(paths: &[PathBuf]) -> String {
 }
 
 /// "VERSION.PATCHLEVEL.SUBLEVEL" from the head of the tree's Makefile.
-fn tree_version(tree: &Path) -> String {
-    let head = fs::read_to_string(tree.join("Makefile")).unwrap_or_default();
+fn tree_version(tree: &Path) -> Result<String> {
+    let makefile = tree.join("Makefile");
+    let head = fs::read_to_string(&makefile)
+        .with_context(|| format!("reading the kernel version from {}", makefile.display()))?;
     let field = |name: &str| {
         head.lines()
             .find_map(|l| {
@@ -128,12 +130,12 @@ fn tree_version(tree: &Path) -> String {
             .unwrap_or("?")
             .to_string()
     };
-    format!(
+    Ok(format!(
         "{}.{}.{}",
         field("VERSION"),
         field("PATCHLEVEL"),
         field("SUBLEVEL")
-    )
+    ))
 }
 
 fn compiler_version() -> String {

@@ -92,7 +92,9 @@ pub fn next_reference(reference: Option<usize>, counted: usize) -> usize {
 
 /// The reference count recorded in `build_dir`, if any.
 pub fn reference(build_dir: &Path) -> Option<usize> {
+    // Only an estimate: an unreadable count means no estimate.
     let n: usize = read_stamp(&build_dir.join(COUNT_STAMP))
+        .ok()?
         .trim()
         .parse()
         .ok()?;

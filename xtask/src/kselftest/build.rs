@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use super::leftout::{self, LeftOut};
 use crate::kernel::mirror;
 use crate::leftovers::{self, Marker};
-use crate::util::{last_lines, read_stamp, spawn_tied, write_atomic};
+use crate::util::{gone_is_none, last_lines, read_stamp, spawn_tied, write_atomic};
 
 /// Where Debian's clang-19 keeps the unversioned names the selftests'
 /// Makefile calls (clang, llc, llvm-strip, ...).
@@ -125,7 +125,7 @@ pub fn test_progs(work: &Path, source: &Path, btf: &KernelTree, jobs: usize) -> 
     let original = source.join(SELFTESTS_DIR);
     // What failed against this BTF fails again while its source is the
     // same; anything new that fails is found by the passes below.
-    let mut left = match load_left_out(work) {
+    let mut left = match load_left_out(work)? {
         Some(l) if l.stamp == stamp(&btf_id, &original, &l)? => l,
         _ => LeftOut::default(),
     };
@@ -143,7 +143,8 @@ pub fn test_progs(work: &Path, source: &Path, btf: &KernelTree, jobs: usize) -> 
         let Err(err) = make(&args, &log) else {
             break;
         };
-        let text = fs::read_to_string(&log).unwrap_or_default();
+        let text = fs::read_to_string(&log)
+            .with_context(|| format!("reading make's log {}", log.display()))?;
         if pass == MAKE_PASSES || !leave_out_failures(&selftests, &text, &mut left)? {
             return Err(err.context("building test_progs"));
         }
@@ -173,13 +174,28 @@ fn stamp(btf_id: &str, selftests: &Path, left: &LeftOut) -> Result<String> {
     for (prog, _) in &left.progs {
         let path = selftests.join("progs").join(format!("{prog}.c"));
         h.update(prog.as_bytes());
-        h.update(fs::read(&path).unwrap_or_default());
+        // A program that is gone hashes apart from an empty one.
+        match gone_is_none(fs::read(&path))
+            .with_context(|| format!("reading {}", path.display()))?
+        {
+            Some(text) => h.update(text),
+            None => h.update(b"\0gone"),
+        }
     }
     Ok(hex::encode(h.finalize()))
 }
 
-fn load_left_out(work: &Path) -> Option<LeftOut> {
-    serde_json::from_slice(&fs::read(work.join(LEFT_OUT)).ok()?).ok()
+/// What the last build left out, if it recorded anything.
+fn load_left_out(work: &Path) -> Result<Option<LeftOut>> {
+    let path = work.join(LEFT_OUT);
+    let Some(bytes) =
+        gone_is_none(fs::read(&path)).with_context(|| format!("reading {}", path.display()))?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .with_context(|| format!("{} is corrupt; remove it and run again", path.display()))
 }
 
 /// Which file, how big, how old: a rebuilt vmlinux is another BTF.
@@ -253,7 +269,9 @@ fn remove_left_out(selftests: &Path, left: &LeftOut) -> Result<()> {
 /// start: a list that no longer matches the sources is removed.
 fn drop_stale_test_list(selftests: &Path) -> Result<()> {
     let list = selftests.join("prog_tests/tests.h");
-    let Ok(text) = fs::read_to_string(&list) else {
+    let Some(text) = gone_is_none(fs::read_to_string(&list))
+        .with_context(|| format!("reading {}", list.display()))?
+    else {
         return Ok(());
     };
     let mut want: Vec<String> = test_sources(selftests)?
@@ -292,7 +310,7 @@ pub fn modules(
         // vmlinux is refused at load ("failed to validate module BTF").
         let stamp = dir.join(".bpflab-vmlinux");
         let vmlinux = identity(&kernel.vmlinux)?;
-        if read_stamp(&stamp) != vmlinux {
+        if read_stamp(&stamp)? != vmlinux {
             let _ = fs::remove_file(dir.join(format!("{module}.ko")));
         }
         let log = dir.join("build.log");
@@ -421,6 +439,22 @@ mod tests {
     fn kernel() -> KernelTree {
         KernelTree::from_vmlinux("patched", Path::new("/c/s/patched/_build-default/vmlinux"))
             .unwrap()
+    }
+
+    #[test]
+    fn what_was_left_out_is_read_back_or_refused() {
+        let t = crate::util::tempdir();
+        assert!(load_left_out(&t).unwrap().is_none());
+        fs::write(t.join(LEFT_OUT), "{").unwrap();
+        let err = format!("{:#}", load_left_out(&t).unwrap_err());
+        assert!(err.contains("is corrupt; remove it"), "{err}");
+        let id = "vmlinux 1 2.3";
+        let left = LeftOut::default();
+        assert_ne!(
+            stamp(id, &t, &left).unwrap(),
+            stamp("vmlinux 1 2.4", &t, &left).unwrap()
+        );
+        fs::remove_dir_all(t).unwrap();
     }
 
     #[test]

@@ -191,8 +191,12 @@ fn boot_once(
     // Live, as test_progs prints it; parsed from the file afterwards.
     let ran =
         session.run_command_relayed(target, (&out, &err), std::io::stderr(), std::io::stderr())?;
-    let stdout = fs::read_to_string(&out).unwrap_or_default();
-    let stderr = fs::read_to_string(&err).unwrap_or_default();
+    let read = |path: &Path| {
+        fs::read(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .with_context(|| format!("reading test_progs's output {}", path.display()))
+    };
+    let (stdout, stderr) = (read(&out)?, read(&err)?);
     Ok((ran, stdout, stderr))
 }
 

@@ -22,6 +22,7 @@ pub struct AccelPicker {
 impl AccelPicker {
     pub fn new(choice: AccelChoice, cache_dir: &Path) -> AccelPicker {
         let memo = cache_dir.join(MEMO);
+        // A memo that cannot be read is as good as none: KVM is tried.
         let text = fs::read_to_string(&memo).unwrap_or_default();
         let known = match choice {
             AccelChoice::Auto => memo_reason(&text, &host_release()),

@@ -65,13 +65,14 @@ fn qemu_said(outcome: &VmOutcome) -> String {
 /// with no plan there is nothing to keep and the run is an error.
 pub fn judge(
     outcome: &VmOutcome,
-    results: &str,
+    results: Option<&str>,
     limits: &Limits,
     program: Program,
 ) -> Result<Judged> {
-    let failure = match vm_death(outcome, limits) {
-        Some(death) => death,
-        None => match protocol::parse_results(results, program) {
+    let failure = match (vm_death(outcome, limits), results) {
+        (Some(death), _) => death,
+        (None, None) => format!("QEMU wrote no results file{}", qemu_said(outcome)),
+        (None, Some(results)) => match protocol::parse_results(results, program) {
             Ok(report) if report.verdict.outcome == Outcome::Error => format!(
                 "the guest could not run its program: {}",
                 report.verdict.detail
@@ -116,7 +117,7 @@ pub fn judge(
             vm_failure: Some(explained),
         });
     }
-    let Ok(transcript) = protocol::read_transcript(results) else {
+    let Ok(transcript) = protocol::read_transcript(results.unwrap_or_default()) else {
         bail!("{explained}");
     };
     let Some(kept) = protocol::salvage(&transcript, &death) else {
@@ -198,7 +199,7 @@ mod tests {
     fn err(o: &VmOutcome, text: &str) -> String {
         format!(
             "{:#}",
-            judge(o, text, &lim(), Program::Selftests).unwrap_err()
+            judge(o, Some(text), &lim(), Program::Selftests).unwrap_err()
         )
     }
 
@@ -209,7 +210,7 @@ mod tests {
     #[test]
     fn a_clean_run_is_judged_complete() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let j = judge(&o, OK, &lim(), Program::Selftests).unwrap();
+        let j = judge(&o, Some(OK), &lim(), Program::Selftests).unwrap();
         assert_eq!(j.report.results.len(), 1);
         assert!(j.vm_failure.is_none());
         assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
@@ -223,7 +224,7 @@ mod tests {
             "[    1.900000] BUG: unable to handle page fault".into(),
             "[    1.900001] Call Trace:".into(),
         ];
-        let j = judge(&o, CUT, &lim(), Program::Selftests).unwrap();
+        let j = judge(&o, Some(CUT), &lim(), Program::Selftests).unwrap();
         let why = j.vm_failure.as_deref().unwrap();
         assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
         assert_eq!(
@@ -252,7 +253,7 @@ mod tests {
         ];
         o.splats_before_last_start = 1;
         o.panic = Some(o.splats[1].clone());
-        let j = judge(&o, CUT, &lim(), Program::Selftests).unwrap();
+        let j = judge(&o, Some(CUT), &lim(), Program::Selftests).unwrap();
         let c = console_check(&o, &j.report.results);
         assert_eq!(c.status, Status::Fail, "the earlier WARNING still counts");
         assert!(
@@ -268,7 +269,13 @@ mod tests {
 
     #[test]
     fn a_hang_mid_run_is_handled_like_a_crash() {
-        let j = judge(&outcome(VmEnd::Timeout), CUT, &lim(), Program::Selftests).unwrap();
+        let j = judge(
+            &outcome(VmEnd::Timeout),
+            Some(CUT),
+            &lim(),
+            Program::Selftests,
+        )
+        .unwrap();
         assert!(j.vm_failure.as_deref().unwrap().contains("the guest hung"));
         assert_eq!(
             statuses(&j),
@@ -279,7 +286,13 @@ mod tests {
 
     #[test]
     fn a_guest_that_stops_reporting_is_hung() {
-        let j = judge(&outcome(VmEnd::Stalled), CUT, &lim(), Program::Selftests).unwrap();
+        let j = judge(
+            &outcome(VmEnd::Stalled),
+            Some(CUT),
+            &lim(),
+            Program::Selftests,
+        )
+        .unwrap();
         let why = j.vm_failure.unwrap();
         assert!(
             why.contains("the guest hung: no results line for 120s"),
@@ -293,12 +306,23 @@ mod tests {
         assert!(err(&outcome(VmEnd::BootTimeout), "").contains("did not reach /init"));
         let o = outcome(VmEnd::Exited { code: Some(0) });
         assert!(err(&o, "").contains("no verdict"));
-        let j = judge(&o, "BPFLAB-PLAN 1 t01_a\n", &lim(), Program::Selftests).unwrap();
+        let j = judge(
+            &o,
+            Some("BPFLAB-PLAN 1 t01_a\n"),
+            &lim(),
+            Program::Selftests,
+        )
+        .unwrap();
         assert!(j.vm_failure.unwrap().contains("no verdict"));
         assert_eq!(j.report.results[0].status, Status::NotRun);
         let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
         assert!(e.contains("could not run its program"), "{e}");
         assert!(err(&o, "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n").contains("malformed"));
+        let never = format!(
+            "{:#}",
+            judge(&o, None, &lim(), Program::Selftests).unwrap_err()
+        );
+        assert!(never.starts_with("QEMU wrote no results file"), "{never}");
     }
 
     #[test]

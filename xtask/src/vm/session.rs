@@ -142,10 +142,11 @@ impl Session {
                 );
             }
             // Lossy: a character cut in half by a dying guest must not
-            // cost the lines before it.
-            let text =
-                String::from_utf8_lossy(&fs::read(&results).unwrap_or_default()).into_owned();
-            let judged = judge(&outcome, &text, &limits, guest.program)?;
+            // cost the lines before it. None: QEMU never wrote the file.
+            let text = crate::util::gone_is_none(fs::read(&results))
+                .with_context(|| format!("reading the guest's results {}", results.display()))?
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+            let judged = judge(&outcome, text.as_deref(), &limits, guest.program)?;
             return Ok(GuestRun {
                 accel,
                 report: judged.report,
