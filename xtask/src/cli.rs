@@ -25,20 +25,24 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Apply patches/ to a kernel tree and build the base and patched kernels.
+    /// Apply patches/ to a kernel tree and build the base kernel and each
+    /// variant of the series (patched, prefault, ...), or the debug kernels.
     BuildKernel(BuildKernelArgs),
-    /// Boot each kernel under QEMU and run the selftests in the guest.
+    /// Boot each kernel under QEMU and run the test plan's selftests in the
+    /// guest (T01-T32, exact expectations per kernel).
     Vmtest(VmtestArgs),
     /// The series through checkpatch --strict, git am, W=1 and sparse.
     CheckPatches(CheckPatchesArgs),
     /// Run a host command (or a shell) in the test VM, the host shared in.
     Run(RunArgs),
     /// The BPF tree's own test_progs, built from the tree under test, on
-    /// each kernel; fails on a test that fails only on patched.
+    /// each kernel; fails on a test that fails only on a variant.
     Kselftest(KselftestArgs),
     /// Reproduce the seed's timing table on each kernel, side by side.
     Bench(BenchArgs),
-    /// Everything CI runs: checks, unit tests, kernels, vmtest, faults, bench.
+    /// Everything CI runs: fmt, clippy, unit tests, workflow lint, patch
+    /// checks, the kernels and test_progs, vmtest and kselftest on every
+    /// kernel (and the debug ones), the fault and share tests, bench.
     Ci(CiArgs),
     /// Prove the install steps: README's commands from a fresh clone in a
     /// minimal Debian root with an empty cache (as root).
@@ -147,7 +151,8 @@ pub struct CheckPatchesArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// The kernel: base, patched, or the path of a bzImage of your own.
+    /// The kernel: base, a variant of the series (patched, prefault, ...),
+    /// or the path of a bzImage of your own.
     #[arg(long, default_value = "patched")]
     pub kernel: String,
     /// Use the debug kernel (KASAN, lockdep, DEBUG_VM, ...).

@@ -1,5 +1,6 @@
 //! The machine's own CA certificates (a registry proxy's, say): those in
-//! the host's bundle that Debian's ca-certificates does not ship. They go
+//! the host's bundle that the host's ca-certificates package did not
+//! bring (its certificates are under /usr/share/ca-certificates). They go
 //! into the root the way an administrator adds one, under
 //! /usr/local/share/ca-certificates, so every later regeneration of the
 //! root's bundle keeps them.
@@ -21,9 +22,10 @@ pub fn pem_blocks(bundle: &str) -> Vec<String> {
     blocks
 }
 
-/// The certificates of `host` that `root` lacks, in the host's order.
-pub fn missing_from(host: &str, root: &str) -> Vec<String> {
-    let have = pem_blocks(root);
+/// The certificates of the bundle `host` that none of `packaged` holds,
+/// in the bundle's order.
+pub fn missing_from(host: &str, packaged: &str) -> Vec<String> {
+    let have = pem_blocks(packaged);
     pem_blocks(host)
         .into_iter()
         .filter(|b| !have.contains(b))

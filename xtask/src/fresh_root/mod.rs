@@ -286,11 +286,18 @@ fn copy_machine_config(root: &Path) -> Result<()> {
         fs::copy(&from, &to)
             .with_context(|| format!("copying {} into the root", from.display()))?;
     }
-    let bundle = "etc/ssl/certs/ca-certificates.crt";
-    let host = fs::read_to_string(Path::new("/").join(bundle)).unwrap_or_default();
-    let inside = fs::read_to_string(root.join(bundle))
-        .with_context(|| format!("reading the root's {bundle}"))?;
-    let extra = certs::missing_from(&host, &inside);
+    let bundle = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    let Some(host) = crate::util::gone_is_none(fs::read_to_string(bundle))
+        .with_context(|| format!("reading {}", bundle.display()))?
+    else {
+        return Ok(());
+    };
+    let mut packaged = String::new();
+    for cert in crt_files(Path::new("/usr/share/ca-certificates"))? {
+        packaged +=
+            &fs::read_to_string(&cert).with_context(|| format!("reading {}", cert.display()))?;
+    }
+    let extra = certs::missing_from(&host, &packaged);
     if extra.is_empty() {
         return Ok(());
     }
@@ -314,6 +321,25 @@ fn copy_machine_config(root: &Path) -> Result<()> {
         extra.len()
     );
     Ok(())
+}
+
+/// The `*.crt` files under `dir`, recursively (none if it is missing).
+fn crt_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let Some(entries) = crate::util::gone_is_none(fs::read_dir(dir))
+        .with_context(|| format!("listing {}", dir.display()))?
+    else {
+        return Ok(found);
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() {
+            found.extend(crt_files(&path)?);
+        } else if path.extension().is_some_and(|e| e == "crt") {
+            found.push(path);
+        }
+    }
+    Ok(found)
 }
 
 /// A fresh clone of the project's HEAD, inside the root.

@@ -8,6 +8,9 @@ pub mod skips;
 pub mod sparse;
 
 use std::fmt::Write as _;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use self::protocol::{Status, TestResult};
 
@@ -61,10 +64,6 @@ impl Counts {
         }
     }
 
-    pub fn all(&self) -> usize {
-        self.passed + self.failed + self.skipped + self.crashed + self.not_run
-    }
-
     /// Whether anything went wrong: a failure, a crash, or a test never run.
     pub fn bad(&self) -> bool {
         self.failed + self.crashed + self.not_run > 0
@@ -114,73 +113,45 @@ pub fn ktap(run: &KernelRun) -> String {
     out
 }
 
-fn junit_case(out: &mut String, kernel: &str, r: &TestResult) {
-    let head = format!(
-        "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
-        xml(kernel),
-        xml(&r.name),
-        r.millis as f64 / 1000.0
-    );
-    let first = xml(r.message.split(" | ").next().unwrap_or(""));
-    let body = xml(&r.message.replace(" | ", "\n"));
-    let inner = match r.status {
-        Status::Pass => return writeln!(out, "{head}/>").unwrap(),
-        Status::Skip | Status::NotRun => format!("<skipped message=\"{}\"/>", xml(&r.message)),
-        Status::Fail => format!("<failure message=\"{first}\">{body}</failure>"),
-        Status::Crashed => format!("<error message=\"{first}\">{body}</error>"),
+/// One result as a JUnit test case: a failure or a crash carries its
+/// first line as the message and the whole of it as the text.
+fn junit_case(kernel: &str, r: &TestResult) -> TestCase {
+    let first = r.message.split(" | ").next().unwrap_or("");
+    let full = r.message.replace(" | ", "\n");
+    let mut status = match r.status {
+        Status::Pass => TestCaseStatus::success(),
+        Status::Skip | Status::NotRun => TestCaseStatus::skipped(),
+        Status::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
+        Status::Crashed => TestCaseStatus::non_success(NonSuccessKind::Error),
     };
-    writeln!(out, "{head}>\n      {inner}\n    </testcase>").unwrap();
+    match r.status {
+        Status::Pass => {}
+        Status::Skip | Status::NotRun => {
+            status.set_message(r.message.as_str());
+        }
+        Status::Fail | Status::Crashed => {
+            status.set_message(first);
+            status.set_description(full);
+        }
+    }
+    let mut case = TestCase::new(r.name.as_str(), status);
+    case.set_classname(kernel);
+    case.set_time(Duration::from_millis(r.millis));
+    case
 }
 
+/// The JUnit XML of a run: one test suite per kernel.
 pub fn junit(suite: &str, runs: &[KernelRun]) -> String {
-    let total = Counts::total(runs);
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    writeln!(
-        out,
-        "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
-        xml(suite),
-        total.all(),
-        total.failed,
-        total.crashed,
-        total.skipped + total.not_run
-    )
-    .unwrap();
+    let mut report = Report::new(suite);
     for run in runs {
-        let c = Counts::of(&run.results);
-        writeln!(
-            out,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
-            xml(&run.kernel),
-            run.results.len(),
-            c.failed,
-            c.crashed,
-            c.skipped + c.not_run,
-            run.seconds
-        )
-        .unwrap();
-        for r in &run.results {
-            junit_case(&mut out, &run.kernel, r);
-        }
-        out.push_str("  </testsuite>\n");
+        let mut s = TestSuite::new(run.kernel.as_str());
+        s.set_time(Duration::from_secs_f64(run.seconds.max(0.0)));
+        s.add_test_cases(run.results.iter().map(|r| junit_case(&run.kernel, r)));
+        report.add_test_suite(s);
     }
-    out.push_str("</testsuites>\n");
-    out
-}
-
-fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    report
+        .to_string()
+        .expect("a JUnit report of plain strings serializes")
 }
 
 #[cfg(test)]
@@ -261,13 +232,19 @@ mod tests {
         assert!(lines.contains(&"ok 5 t28_e # SKIP not run: the guest died during t28_d"));
         let j = junit("bpflab vmtest", &[crashed_run()]);
         assert!(
-            j.contains("tests=\"5\" failures=\"1\" errors=\"1\" skipped=\"2\""),
+            j.contains("tests=\"5\" skipped=\"2\" failures=\"1\" errors=\"1\""),
             "{j}"
         );
-        assert!(j.contains(
-            "<error message=\"the kernel panicked: Kernel panic - not syncing: dumptest\">"
-        ));
-        assert!(j.contains("<skipped message=\"not run: the guest died during t28_d\"/>"));
+        assert!(
+            j.contains(
+                "<error message=\"the kernel panicked: Kernel panic - not syncing: dumptest\">"
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains("<skipped message=\"not run: the guest died during t28_d\"/>"),
+            "{j}"
+        );
         assert_eq!(j.matches("<testcase ").count(), 5);
     }
 
@@ -287,12 +264,21 @@ mod tests {
     #[test]
     fn junit_is_escaped_and_counted() {
         let j = junit("bpflab vmtest", &[run()]);
-        assert!(j.contains(
-            "<testsuites name=\"bpflab vmtest\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\">"
-        ));
-        assert!(j.contains("<testcase classname=\"patched\" name=\"t01_a\" time=\"1.500\"/>"));
-        assert!(j.contains("<failure message=\"rss &lt;3&gt; &amp; &quot;x&quot;\">"));
-        assert!(j.contains("<skipped message=\"one NUMA node\"/>"));
+        assert!(
+            j.contains(
+                "<testsuites name=\"bpflab vmtest\" tests=\"3\" skipped=\"1\" failures=\"1\" errors=\"0\">"
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains("<testcase name=\"t01_a\" classname=\"patched\" time=\"1.500\"/>"),
+            "{j}"
+        );
+        assert!(
+            j.contains("<failure message=\"rss &lt;3&gt; &amp; &quot;x&quot;\">"),
+            "{j}"
+        );
+        assert!(j.contains("<skipped message=\"one NUMA node\"/>"), "{j}");
         assert_eq!(j.matches("<testcase ").count(), 3);
         assert!(j.trim_end().ends_with("</testsuites>"));
     }
