@@ -24,15 +24,34 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(PAGES);
     filled.iter().for_each(|&p| pm.fill(p));
 
-    let (at, _) = ok(
-        mm::reserve(4 * MIB, 2 * MIB),
-        "reserving a 2 MiB-aligned range",
-    )
-    .leak();
+    let m = map_2mib_aligned(&pm, 4 * MIB);
+    advise_hugepage(ctx, &m);
+    require_thp_enabled(ctx);
+
+    // Fault in the first (aligned) 2 MiB page by page.
+    let first_half: Vec<usize> = (0..HALF).collect();
+    std::hint::black_box(touch_pages(&m, &first_half));
+    expect_errno(
+        mm::madvise(m.addr(), 2 * MIB, mm::MADV_COLLAPSE),
+        &[libc::EINVAL],
+        "MADV_COLLAPSE of the map",
+    );
+
+    check_mapped_by_4k_pages(ctx, &m, PAGES, &first_half);
+    for p in filled {
+        check_page(&m, p, p, "after MADV_HUGEPAGE");
+    }
+    Ok(())
+}
+
+/// The first `len` bytes of `pm`, mapped shared at a 2 MiB-aligned
+/// address (a fixed mapping over a reserved range, which is leaked to it).
+fn map_2mib_aligned(pm: &PagedMap, len: usize) -> Mapping {
+    let (at, _) = ok(mm::reserve(len, 2 * MIB), "reserving a 2 MiB-aligned range").leak();
     let m = ok(
         mm::mmap(
             at,
-            4 * MIB,
+            len,
             RW,
             libc::MAP_SHARED | libc::MAP_FIXED,
             Some(pm.map.fd()),
@@ -41,6 +60,11 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
         "MAP_FIXED mmap",
     );
     assert_eq!(m.addr() % (2 * MIB), 0, "mapping not 2 MiB aligned");
+    m
+}
+
+/// MADV_HUGEPAGE on all of `m`: accepted, flagged `hg`, the VMA whole.
+fn advise_hugepage(ctx: &Ctx, m: &Mapping) {
     ok(
         mm::madvise(m.addr(), m.len(), libc::MADV_HUGEPAGE),
         "MADV_HUGEPAGE",
@@ -52,6 +76,10 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
         v.vm_flags.join(" ")
     );
     assert_eq!(v.len(), m.len(), "MADV_HUGEPAGE split the VMA");
+}
+
+/// Fails unless THP is enabled (always or madvise), and logs the mode.
+fn require_thp_enabled(ctx: &Ctx) {
     // The VM's kernel has THP (CONFIG_TRANSPARENT_HUGEPAGE=y): with it
     // switched off, "changes nothing" would prove nothing.
     let thp = ok(
@@ -65,16 +93,12 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
         thp.trim()
     );
     println!("[selftests] t26: THP enabled = {}", thp.trim());
+}
 
-    // Fault in the first (aligned) 2 MiB page by page.
-    let first_half: Vec<usize> = (0..HALF).collect();
-    std::hint::black_box(touch_pages(&m, &first_half));
-    expect_errno(
-        mm::madvise(m.addr(), 2 * MIB, mm::MADV_COLLAPSE),
-        &[libc::EINVAL],
-        "MADV_COLLAPSE of the map",
-    );
-
+/// After touching `touched` of the `pages`-page mapping `m`: smaps shows
+/// 4 KiB pages and no huge ones, and Rss and the present pages are those
+/// of 4 KiB faults on this kernel.
+fn check_mapped_by_4k_pages(ctx: &Ctx, m: &Mapping, pages: usize, touched: &[usize]) {
     let v = vma_at(m.addr());
     for (field, want) in [
         ("KernelPageSize", 4),
@@ -91,19 +115,15 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
     }
     assert_eq!(
         v.rss_bytes(),
-        ctx.rss_after(0..PAGES, &first_half),
+        ctx.rss_after(0..pages, touched),
         "{ctx}: Rss after touching the first 2 MiB"
     );
-    let present = present_pages(m.addr(), PAGES);
+    let present = present_pages(m.addr(), pages);
     assert_eq!(
         present,
-        ctx.present_after(0..PAGES, &first_half),
+        ctx.present_after(0..pages, touched),
         "{ctx}: present 4 KiB pages"
     );
-    for p in filled {
-        check_page(&m, p, p, "after MADV_HUGEPAGE");
-    }
-    Ok(())
 }
 
 /// Node of each page via move_pages(2) in query mode (nodes == NULL);

@@ -53,7 +53,7 @@ pub const ALL: &[Test] = &[
     test!(vma_surgery::t14_dontneed_then_populate_read),
     test!(processes::t15_fork_child_sees_and_writes),
     test!(processes::t16_remote_access_untouched),
-    // ~1 s (ramdisk O_DIRECT and io_uring).
+    // ~1 s (file, /dev/urandom and pipe I/O, vmsplice, O_DIRECT on the ramdisk).
     test!(processes::t17_gup_kernel_access, timeout = 15),
     test!(stress::t18_same_page_concurrent_faults),
     test!(stress::t18_fault_races),

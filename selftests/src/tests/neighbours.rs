@@ -103,6 +103,23 @@ pub fn t22_arena_unchanged(ctx: &Ctx) -> Result<(), Skip> {
         mm::map_shared(arena.fd(), PAGES * PAGE, RW, 0),
         "mmap of the arena",
     );
+    check_arena_pages_appear_when_touched(ctx, &m, PAGES);
+
+    expect_errno(
+        mm::munmap(m.addr(), PAGE),
+        &[libc::EINVAL],
+        "partial munmap of the arena",
+    );
+    let dst = ok(mm::reserve(PAGES * PAGE, PAGE), "reserving a destination");
+    check_arena_mremap_refused(&m, &dst, PAGES);
+
+    check_fork_child_lacks_arena(&m);
+    Ok(())
+}
+
+/// T22: a fresh arena mapping `m` of `pages` pages has no Rss; writing
+/// page 3 and reading page 5 make exactly those two present.
+fn check_arena_pages_appear_when_touched(ctx: &Ctx, m: &Mapping, pages: usize) {
     let v = vma_at(m.addr());
     assert_eq!(v.rss_bytes(), 0, "{ctx}: Rss of a fresh arena mapping");
     for f in ["de", "dc"] {
@@ -120,17 +137,16 @@ pub fn t22_arena_unchanged(ctx: &Ctx) -> Result<(), Skip> {
         "{ctx}: Rss after touching 2 arena pages"
     );
     assert_eq!(
-        present_pages(m.addr(), PAGES),
+        present_pages(m.addr(), pages),
         vec![3, 5],
         "{ctx}: present arena pages"
     );
+}
 
-    expect_errno(
-        mm::munmap(m.addr(), PAGE),
-        &[libc::EINVAL],
-        "partial munmap of the arena",
-    );
-    let dst = ok(mm::reserve(PAGES * PAGE, PAGE), "reserving a destination");
+/// T22: mremap() of the `pages`-page arena mapping `m` to `dst`, or
+/// shrinking or growing it in place, is refused and leaves the VMA and
+/// its data as they were.
+fn check_arena_mremap_refused(m: &Mapping, dst: &Mapping, pages: usize) {
     expect_errno(
         mm::mremap(
             m.addr(),
@@ -154,7 +170,7 @@ pub fn t22_arena_unchanged(ctx: &Ctx) -> Result<(), Skip> {
     );
     assert_eq!(
         vma_at(m.addr()).len(),
-        PAGES * PAGE,
+        pages * PAGE,
         "arena VMA after the refused operations"
     );
     assert_eq!(
@@ -162,7 +178,11 @@ pub fn t22_arena_unchanged(ctx: &Ctx) -> Result<(), Skip> {
         0xA3E4A,
         "arena data after the refused operations"
     );
+}
 
+/// T22: a fork child has no VMA at the arena's address and gets SIGSEGV
+/// touching it.
+fn check_fork_child_lacks_arena(m: &Mapping) {
     let addr = m.addr();
     run_in_child("fork child", || {
         let v = crate::proc::find_vma(addr).expect("smaps");
@@ -178,5 +198,4 @@ pub fn t22_arena_unchanged(ctx: &Ctx) -> Result<(), Skip> {
             m.read_u64(3 * PAGE);
         },
     );
-    Ok(())
 }

@@ -74,131 +74,193 @@ pub fn t18_same_page_concurrent_faults(ctx: &Ctx) -> Result<(), Skip> {
     Ok(())
 }
 
+/// Pages of the map in T18's fault races.
+const RACE_PAGES: usize = 64;
+/// Reader threads in T18's fault races.
+const READERS: usize = 4;
+/// Reader r owns pages r*PER..(r+1)*PER.
+const PER: usize = 8;
+// Readers stop after MIN_ITERS once every background loop has done
+// MIN_LOOPS rounds, or at the deadline, whichever is later/first.
+const MIN_ITERS: u64 = 3000;
+const MIN_LOOPS: u64 = 5;
+
 /// T18: threads fault disjoint pages (read, write, read back) while others
 /// loop MADV_DONTNEED, mmap+munmap, fork and UPDATE_ELEM on the same map.
 /// Data must stay right; the runner checks dmesg afterwards; freeze must
 /// succeed once everything is unmapped (open/close stayed balanced).
 pub fn t18_fault_races(ctx: &Ctx) -> Result<(), Skip> {
-    const PAGES: usize = 64;
-    const READERS: usize = 4;
-    const PER: usize = 8; // reader r owns pages r*PER..(r+1)*PER
-                          // Readers stop after MIN_ITERS once every background loop has done
-                          // MIN_LOOPS rounds, or at the deadline, whichever is later/first.
-    const MIN_ITERS: u64 = 3000;
-    const MIN_LOOPS: u64 = 5;
-    let pm = PagedMap::new(PAGES);
+    let pm = PagedMap::new(RACE_PAGES);
     pm.fill_all();
     let mapping = pm.map_rw();
     let m = &mapping;
     // On U a zapped page of `m` would SIGBUS the readers (no .fault): the
     // zapper works on a second mapping nobody reads instead.
-    let zap_other = (!ctx.is_lazy()).then(|| ok(pm.mmap(PAGES, RW, 0), "second mapping"));
+    let zap_other = (!ctx.is_lazy()).then(|| ok(pm.mmap(RACE_PAGES, RW, 0), "second mapping"));
     let stop = AtomicBool::new(false);
     let deadline = Instant::now() + Duration::from_secs(3);
     let hard_stop = deadline + Duration::from_secs(2);
-    let running = |stop: &AtomicBool| !stop.load(Ordering::Relaxed) && Instant::now() < hard_stop;
     let counts: [AtomicU64; 4] = Default::default();
     // Everybody starts together, so the loops really overlap.
     let start = Barrier::new(READERS + 4);
-    let (pm, stop, counts, start) = (&pm, &stop, &counts, &start);
-    let background_done = move || {
-        counts
-            .iter()
-            .all(|c| c.load(Ordering::Relaxed) >= MIN_LOOPS)
+    let race = FaultRace {
+        start: &start,
+        stop: &stop,
+        counts: &counts,
+        deadline,
+        hard_stop,
     };
+    let pm = &pm;
     let zap = zap_other.as_ref().unwrap_or(m);
 
     let iters: Vec<thread::Result<u64>> = thread::scope(|s| {
         let readers: Vec<_> = (0..READERS)
-            .map(|r| {
-                s.spawn(move || {
-                    let mut it = 0u64;
-                    start.wait();
-                    while (it < MIN_ITERS || !background_done()) && Instant::now() < deadline {
-                        for p in r * PER..(r + 1) * PER {
-                            assert_eq!(
-                                m.read_u64(p * PAGE),
-                                pattern(p, 0),
-                                "reader {r}: page {p} word 0, iteration {it}"
-                            );
-                            m.write_u64(p * PAGE + 8, it);
-                            assert_eq!(
-                                m.read_u64(p * PAGE + 8),
-                                it,
-                                "reader {r}: page {p} read-back, iteration {it}"
-                            );
-                        }
-                        it += 1;
-                    }
-                    it
-                })
-            })
+            .map(|r| s.spawn(move || fault_race_reader(race, r, m)))
             .collect();
-        s.spawn(move || {
-            start.wait();
-            while running(stop) {
-                ok(
-                    mm::madvise(zap.addr(), zap.len(), libc::MADV_DONTNEED),
-                    "MADV_DONTNEED",
-                );
-                counts[0].fetch_add(1, Ordering::Relaxed);
-                thread::yield_now();
-            }
-        });
-        s.spawn(move || {
-            start.wait();
-            while running(stop) {
-                let t = ok(pm.mmap(PAGES, RO, 0), "mmap in the mapper thread");
-                for p in [32, 45, PAGES - 1] {
-                    assert_eq!(t.read_u64(p * PAGE), pattern(p, 0), "mapper: page {p}");
-                }
-                drop(t);
-                counts[1].fetch_add(1, Ordering::Relaxed);
-            }
-        });
-        s.spawn(move || {
-            let addr = m.addr() + 33 * PAGE;
-            let want = pattern(33, 0);
-            start.wait();
-            while running(stop) {
-                // SAFETY: the child of a multi-threaded process only loads
-                // one word and _exit()s: no locks, no allocation.
-                let pid = unsafe { libc::fork() };
-                if pid == 0 {
-                    let v = unsafe { mm::peek(addr) };
-                    unsafe { libc::_exit(i32::from(v != want)) };
-                }
-                assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
-                let st = waitpid(pid);
-                assert!(
-                    st == 0,
-                    "fork child reading page 33: {} (exit 1 = wrong data)",
-                    describe_status(st)
-                );
-                counts[2].fetch_add(1, Ordering::Relaxed);
-            }
-        });
-        s.spawn(move || {
-            let mut images: Vec<Vec<u8>> = (PAGES / 2..PAGES).map(page_image).collect();
-            let mut n = 0u64;
-            start.wait();
-            while running(stop) {
-                n += 1;
-                for (i, img) in images.iter_mut().enumerate() {
-                    img[8..16].copy_from_slice(&n.to_ne_bytes());
-                    ok(
-                        pm.map.update_idx((PAGES / 2 + i) as u32, img),
-                        "UPDATE_ELEM in the updater thread",
-                    );
-                }
-                counts[3].fetch_add(1, Ordering::Relaxed);
-            }
-        });
+        s.spawn(move || dontneed_loop(race, zap, &race.counts[0]));
+        s.spawn(move || mmap_munmap_loop(race, pm, &race.counts[1]));
+        s.spawn(move || fork_reader_loop(race, m, &race.counts[2]));
+        s.spawn(move || update_elem_loop(race, pm, &race.counts[3]));
         let iters = readers.into_iter().map(|h| h.join()).collect();
         stop.store(true, Ordering::Relaxed);
         iters
     });
 
+    check_fault_race_results(pm, iters, &counts);
+    drop(zap_other);
+    drop(mapping);
+    ok(
+        pm.map.freeze(),
+        "BPF_MAP_FREEZE after all mappings are gone",
+    );
+    Ok(())
+}
+
+/// What T18's racing threads share: the common start, the stop flag, one
+/// round counter per background loop (dontneed, mmap, fork, update) and
+/// the two time limits.
+#[derive(Clone, Copy)]
+struct FaultRace<'a> {
+    start: &'a Barrier,
+    stop: &'a AtomicBool,
+    counts: &'a [AtomicU64; 4],
+    /// The readers stop here at the latest.
+    deadline: Instant,
+    /// The background loops stop here even if the stop flag never comes.
+    hard_stop: Instant,
+}
+
+impl FaultRace<'_> {
+    /// Whether the background loops go on.
+    fn running(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed) && Instant::now() < self.hard_stop
+    }
+
+    /// Whether every background loop has done its MIN_LOOPS rounds.
+    fn background_done(&self) -> bool {
+        self.counts
+            .iter()
+            .all(|c| c.load(Ordering::Relaxed) >= MIN_LOOPS)
+    }
+}
+
+/// Reader `r`: reads, writes and reads back its own pages until the race
+/// is over; returns the number of iterations.
+fn fault_race_reader(race: FaultRace, r: usize, m: &Mapping) -> u64 {
+    let mut it = 0u64;
+    race.start.wait();
+    while (it < MIN_ITERS || !race.background_done()) && Instant::now() < race.deadline {
+        for p in r * PER..(r + 1) * PER {
+            assert_eq!(
+                m.read_u64(p * PAGE),
+                pattern(p, 0),
+                "reader {r}: page {p} word 0, iteration {it}"
+            );
+            m.write_u64(p * PAGE + 8, it);
+            assert_eq!(
+                m.read_u64(p * PAGE + 8),
+                it,
+                "reader {r}: page {p} read-back, iteration {it}"
+            );
+        }
+        it += 1;
+    }
+    it
+}
+
+/// Zaps all of `zap` with MADV_DONTNEED, round after round.
+fn dontneed_loop(race: FaultRace, zap: &Mapping, rounds: &AtomicU64) {
+    race.start.wait();
+    while race.running() {
+        ok(
+            mm::madvise(zap.addr(), zap.len(), libc::MADV_DONTNEED),
+            "MADV_DONTNEED",
+        );
+        rounds.fetch_add(1, Ordering::Relaxed);
+        thread::yield_now();
+    }
+}
+
+/// Maps the whole map read-only, checks a few pages and unmaps it again.
+fn mmap_munmap_loop(race: FaultRace, pm: &PagedMap, rounds: &AtomicU64) {
+    race.start.wait();
+    while race.running() {
+        let t = ok(pm.mmap(RACE_PAGES, RO, 0), "mmap in the mapper thread");
+        for p in [32, 45, RACE_PAGES - 1] {
+            assert_eq!(t.read_u64(p * PAGE), pattern(p, 0), "mapper: page {p}");
+        }
+        drop(t);
+        rounds.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Forks children that read page 33 of `m` and exit with the verdict.
+fn fork_reader_loop(race: FaultRace, m: &Mapping, rounds: &AtomicU64) {
+    let addr = m.addr() + 33 * PAGE;
+    let want = pattern(33, 0);
+    race.start.wait();
+    while race.running() {
+        // SAFETY: the child of a multi-threaded process only loads
+        // one word and _exit()s: no locks, no allocation.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let v = unsafe { mm::peek(addr) };
+            unsafe { libc::_exit(i32::from(v != want)) };
+        }
+        assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+        let st = waitpid(pid);
+        assert!(
+            st == 0,
+            "fork child reading page 33: {} (exit 1 = wrong data)",
+            describe_status(st)
+        );
+        rounds.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Rewrites the upper half of the map with UPDATE_ELEM, a new round
+/// number in word 1 each time.
+fn update_elem_loop(race: FaultRace, pm: &PagedMap, rounds: &AtomicU64) {
+    let mut images: Vec<Vec<u8>> = (RACE_PAGES / 2..RACE_PAGES).map(page_image).collect();
+    let mut n = 0u64;
+    race.start.wait();
+    while race.running() {
+        n += 1;
+        for (i, img) in images.iter_mut().enumerate() {
+            img[8..16].copy_from_slice(&n.to_ne_bytes());
+            ok(
+                pm.map.update_idx((RACE_PAGES / 2 + i) as u32, img),
+                "UPDATE_ELEM in the updater thread",
+            );
+        }
+        rounds.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Prints the background loops' rounds, then checks that every reader
+/// made progress with its last writes in the map, and that every
+/// background loop ran.
+fn check_fault_race_results(pm: &PagedMap, iters: Vec<thread::Result<u64>>, counts: &[AtomicU64]) {
     let loops: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
     println!("[selftests] t18: background loops (dontneed, mmap, fork, update) = {loops:?}");
     for (r, it) in iters.into_iter().enumerate() {
@@ -220,13 +282,6 @@ pub fn t18_fault_races(ctx: &Ctx) -> Result<(), Skip> {
     for (name, n) in ["madvise", "mmap", "fork", "update"].iter().zip(&loops) {
         assert!(*n > 0, "the {name} thread never ran");
     }
-    drop(zap_other);
-    drop(mapping);
-    ok(
-        pm.map.freeze(),
-        "BPF_MAP_FREEZE after all mappings are gone",
-    );
-    Ok(())
 }
 
 /// T19: 50 rounds of create 64 MiB map, touch every page, destroy: memory

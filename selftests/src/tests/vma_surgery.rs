@@ -70,6 +70,32 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(8);
     pm.fill_all();
 
+    check_mremap_cannot_grow(&pm);
+    check_mremap_shrinks(&pm);
+
+    // Move a mapping whose pages 0..4 are touched and 4..8 are not.
+    let src = pm.map_rw();
+    let touched = [0, 1, 2, 3];
+    std::hint::black_box(touch_pages(&src, &touched));
+    assert_eq!(
+        rss(src.addr()),
+        ctx.rss_after(0..8, &touched),
+        "{ctx}: Rss before the move"
+    );
+    let moved = move_to_reserved_range(src);
+    check_moved_mapping(ctx, &pm, &moved, &touched);
+    drop(moved);
+    // The move must leave the write-active count balanced.
+    ok(
+        pm.map.freeze(),
+        "BPF_MAP_FREEZE after unmapping the moved mapping",
+    );
+    Ok(())
+}
+
+/// T13: growing a 4-page mapping of `pm`, in place or with
+/// MREMAP_MAYMOVE, is refused (EFAULT) and leaves it intact.
+fn check_mremap_cannot_grow(pm: &PagedMap) {
     let small = ok(pm.mmap(4, RW, 0), "4-page mmap");
     expect_errno(
         mm::mremap(small.addr(), 4 * PAGE, 8 * PAGE, 0, 0),
@@ -83,7 +109,11 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
     );
     check_page(&small, 3, 3, "mapping after the refused growth");
     drop(small);
+}
 
+/// T13: shrinking the whole 8-page mapping of `pm` to 4 pages keeps it in
+/// place, removes the tail and keeps the first 4 pages right.
+fn check_mremap_shrinks(pm: &PagedMap) {
     let (addr, _) = pm.map_rw().leak();
     let shrunk = ok(
         mm::mremap(addr, 8 * PAGE, 4 * PAGE, 0, 0),
@@ -100,16 +130,12 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
     );
     (0..4).for_each(|p| check_page(&shrunk, p, p, "shrunk mapping"));
     drop(shrunk);
+}
 
-    // Move a mapping whose pages 0..4 are touched and 4..8 are not.
-    let src = pm.map_rw();
-    let touched = [0, 1, 2, 3];
-    std::hint::black_box(touch_pages(&src, &touched));
-    assert_eq!(
-        rss(src.addr()),
-        ctx.rss_after(0..8, &touched),
-        "{ctx}: Rss before the move"
-    );
+/// Moves the 8-page mapping `src` with mremap(MREMAP_MAYMOVE|MREMAP_FIXED)
+/// onto a freshly reserved range; checks that it landed there and that
+/// nothing is left at the old address.
+fn move_to_reserved_range(src: Mapping) -> Mapping {
     let dst = ok(mm::reserve(8 * PAGE, PAGE), "reserving the destination");
     let (src_addr, _) = src.leak();
     let (dst_addr, _) = dst.leak();
@@ -131,20 +157,28 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
         &[libc::ENOMEM],
         "mincore of the old address",
     );
+    moved
+}
+
+/// T13 after the move: the VMA, Rss and present pages are those of the
+/// `touched` pages before it, every page reads right, and a write at the
+/// new address reaches the map.
+fn check_moved_mapping(ctx: &Ctx, pm: &PagedMap, moved: &Mapping, touched: &[usize]) {
+    let dst_addr = moved.addr();
     let v = vma_at(dst_addr);
     assert_eq!((v.start, v.len()), (dst_addr, 8 * PAGE), "moved VMA");
     assert_eq!(
         v.rss_bytes(),
-        ctx.rss_after(0..8, &touched),
+        ctx.rss_after(0..8, touched),
         "{ctx}: Rss right after the move"
     );
     assert_eq!(
         present_pages(dst_addr, 8),
-        ctx.present_after(0..8, &touched),
+        ctx.present_after(0..8, touched),
         "{ctx}: present pages after the move"
     );
     for p in [7, 0, 5, 3, 4, 1, 6, 2] {
-        check_page_full(&moved, p, p, &format!("page {p} at the new address"));
+        check_page_full(moved, p, p, &format!("page {p} at the new address"));
     }
     moved.write_u64(6 * PAGE, 0x6666);
     assert_eq!(
@@ -152,13 +186,6 @@ pub fn t13_mremap(ctx: &Ctx) -> Result<(), Skip> {
         0x6666,
         "LOOKUP_ELEM after a write at the new address"
     );
-    drop(moved);
-    // The move must leave the write-active count balanced.
-    ok(
-        pm.map.freeze(),
-        "BPF_MAP_FREEZE after unmapping the moved mapping",
-    );
-    Ok(())
 }
 
 /// A populated 8-page mapping whose PTEs were then zapped by DONTNEED.

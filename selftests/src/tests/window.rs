@@ -274,50 +274,10 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
         (&paged, &readers_map, &moving, &stop, &counts, &start);
 
     thread::scope(|s| {
+        s.spawn(move || random_read_loop(stable, PAGES, start, stop, &counts[0]));
+        s.spawn(move || random_dontneed_loop(zap, PAGES, start, stop, &counts[1]));
         s.spawn(move || {
-            let mut rng = 0x2545_f491_4f6c_dd1d;
-            start.wait();
-            while !stop.load(Ordering::Relaxed) {
-                let p = next(&mut rng) as usize % PAGES;
-                assert_eq!(stable.read_u64(p * PAGE), pattern(p, 0), "reader: page {p}");
-                counts[0].fetch_add(1, Ordering::Relaxed);
-            }
-        });
-        s.spawn(move || {
-            let mut rng = 0x9e37_79b9_7f4a_7c15;
-            start.wait();
-            while !stop.load(Ordering::Relaxed) {
-                let first = next(&mut rng) as usize % PAGES;
-                let len = (1 + next(&mut rng) as usize % 24).min(PAGES - first);
-                ok(
-                    mm::madvise(zap.addr() + first * PAGE, len * PAGE, libc::MADV_DONTNEED),
-                    "MADV_DONTNEED",
-                );
-                counts[1].fetch_add(1, Ordering::Relaxed);
-            }
-        });
-        s.spawn(move || {
-            let mut buf = [0u8; 8];
-            let mut rng = 0xd1b5_4a32_d192_ed03;
-            // SAFETY: getpid has no preconditions.
-            let me = unsafe { libc::getpid() };
-            start.wait();
-            while !stop.load(Ordering::Relaxed) {
-                let at = moving.load(Ordering::Acquire);
-                if at == 0 {
-                    thread::yield_now();
-                    continue;
-                }
-                let k = next(&mut rng) as usize % MOVING;
-                if mm::process_vm_readv(me, at + k * PAGE, &mut buf).is_ok() {
-                    let v = u64::from_ne_bytes(buf);
-                    assert!(
-                        is_word0_of_a_page(v, PAGES),
-                        "remote read of page {k} of the moving mapping: {v:#x} is no page of the map"
-                    );
-                    counts[2].fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            remote_reader_loop(moving, MOVING, PAGES, start, stop, &counts[2]);
         });
         s.spawn(move || {
             // Also when the remapper fails: the others must not spin on.
@@ -342,6 +302,81 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
         "BPF_MAP_FREEZE after all mappings are gone",
     );
     Ok(())
+}
+
+/// Until `stop`: reads word 0 of random pages of `m`, a mapping of the
+/// whole `pages`-page map, and checks it is that page's.
+fn random_read_loop(
+    m: &Mapping,
+    pages: usize,
+    start: &Barrier,
+    stop: &AtomicBool,
+    reads: &AtomicU64,
+) {
+    let mut rng = 0x2545_f491_4f6c_dd1d;
+    start.wait();
+    while !stop.load(Ordering::Relaxed) {
+        let p = next(&mut rng) as usize % pages;
+        assert_eq!(m.read_u64(p * PAGE), pattern(p, 0), "reader: page {p}");
+        reads.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Until `stop`: MADV_DONTNEED of random runs of 1-24 pages of `zap`, a
+/// `pages`-page mapping.
+fn random_dontneed_loop(
+    zap: &Mapping,
+    pages: usize,
+    start: &Barrier,
+    stop: &AtomicBool,
+    rounds: &AtomicU64,
+) {
+    let mut rng = 0x9e37_79b9_7f4a_7c15;
+    start.wait();
+    while !stop.load(Ordering::Relaxed) {
+        let first = next(&mut rng) as usize % pages;
+        let len = (1 + next(&mut rng) as usize % 24).min(pages - first);
+        ok(
+            mm::madvise(zap.addr() + first * PAGE, len * PAGE, libc::MADV_DONTNEED),
+            "MADV_DONTNEED",
+        );
+        rounds.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Until `stop`: process_vm_readv of a random page of the remapper's
+/// `moving_pages`-page mapping wherever it is now (a vanished mapping is
+/// EFAULT, not a signal); what it reads must be word 0 of one of the
+/// map's `map_pages` pages.
+fn remote_reader_loop(
+    moving: &AtomicUsize,
+    moving_pages: usize,
+    map_pages: usize,
+    start: &Barrier,
+    stop: &AtomicBool,
+    reads: &AtomicU64,
+) {
+    let mut buf = [0u8; 8];
+    let mut rng = 0xd1b5_4a32_d192_ed03;
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    start.wait();
+    while !stop.load(Ordering::Relaxed) {
+        let at = moving.load(Ordering::Acquire);
+        if at == 0 {
+            thread::yield_now();
+            continue;
+        }
+        let k = next(&mut rng) as usize % moving_pages;
+        if mm::process_vm_readv(me, at + k * PAGE, &mut buf).is_ok() {
+            let v = u64::from_ne_bytes(buf);
+            assert!(
+                is_word0_of_a_page(v, map_pages),
+                "remote read of page {k} of the moving mapping: {v:#x} is no page of the map"
+            );
+            reads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Sets the flag when dropped, panicking or not.
