@@ -146,7 +146,8 @@ pub fn inner_env(form: Form, host: impl Fn(&str) -> Option<String>) -> Vec<(Stri
 }
 
 /// The script `unshare --mount --pid --fork` runs: private mounts (gone
-/// with the namespace, whatever way it ends), /dev, /sys and the
+/// with the namespace, whatever way it ends), the root bound onto itself,
+/// /dev, /sys and the
 /// toolchain bound read-only, a /proc of the new PID namespace, then the
 /// command chrooted with exactly `env`.
 pub fn enter_script(plan: &RootPlan, env: &[(String, String)], command: &str) -> String {
@@ -161,6 +162,9 @@ pub fn enter_script(plan: &RootPlan, env: &[(String, String)], command: &str) ->
         )
     };
     let mut s = String::from("set -eu\nmount --make-rprivate /\n");
+    // The root a mount of its own, as / is on a machine: virtiofsd, which
+    // shares /, needs every mount's root inside what it shares.
+    s += &format!("mount --bind {} {}\n", quote(&r), quote(&r));
     s += &bind_ro(Path::new("/dev"), "/dev", true);
     s += &bind_ro(Path::new("/sys"), "/sys", true);
     s += &format!(
@@ -249,6 +253,10 @@ mod tests {
         let s = enter_script(&plan(), &env, "cargo xtask ci");
         let lines: Vec<&str> = s.lines().collect();
         assert_eq!(lines[1], "mount --make-rprivate /", "before any mount");
+        assert_eq!(
+            lines[2], "mount --bind '/c/fresh-root/root' '/c/fresh-root/root'",
+            "the root is a mount root, then the rest is mounted in it"
+        );
         for dst in ["/dev", "/sys", "/opt/rust/rustup", "/opt/rust/cargo-bin"] {
             let ro = format!("mount -o remount,bind,ro '/c/fresh-root/root{dst}'");
             assert!(lines.contains(&ro.as_str()), "{dst} not read-only:\n{s}");

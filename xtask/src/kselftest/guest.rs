@@ -142,8 +142,10 @@ pub fn run(
             break;
         };
         let timed_out = matches!(ran.outcome.end, VmEnd::Timeout);
+        // A guest that never booted stopped no test: that is the VM's.
+        let booted = ran.outcome.boot_secs.is_some();
         match numbering.next_after(last) {
-            Some((n, name)) if !all.summary_seen && !timed_out => {
+            Some((n, name)) if !all.summary_seen && !timed_out && booted => {
                 let why = why.lines().next().unwrap_or_default();
                 eprintln!(
                     "== {}: {name} stopped the guest ({why}); resuming after it",

@@ -16,7 +16,7 @@ use super::judge::judge;
 use super::process::{self, Limits, VmEnd, VmOutcome};
 use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, VmConfig};
 use super::relay::Relay;
-use super::share::{self, ActiveShare, Sharing};
+use super::share::{self, ActiveShare, ShareChoice, Sharing};
 use super::targets::{targets, BootConfig, Target};
 use crate::kernel::SourceConfig;
 use crate::project;
@@ -91,7 +91,7 @@ impl Session {
             let results = self.run_dir.join(format!("results-{}.txt", target.name));
             let console_log = self.run_dir.join(format!("console-{}.log", target.name));
             // Held until QEMU is gone: dropping it stops virtiofsd.
-            let share = self.start_share(target, guest.program)?;
+            let mut share = self.start_share(target, guest.program)?;
             let initramfs = match &share {
                 Some((_, image)) => image.clone(),
                 None => self.hermetic_image()?,
@@ -119,7 +119,20 @@ impl Session {
                 }
             };
             let outcome = process::run(&cfg, &console_log, &limits, &self.allowlist, &mut release)?;
+            let died = match (&mut share, outcome.boot_secs) {
+                (Some((s, _)), None) => s.daemon_exited(),
+                _ => None,
+            };
             drop(share);
+            if let Some(why) = died {
+                // Nothing ran in the guest: the boot can be done again.
+                if self.sharing != Sharing::Host(ShareChoice::Auto) {
+                    bail!("{why}; use --share 9p");
+                }
+                crate::status!(&target.name, "{why}; sharing over 9p from now on");
+                self.sharing = Sharing::Host(ShareChoice::NineP);
+                continue;
+            }
             if let VmEnd::KvmFailure(line) = &outcome.end {
                 // A host command that already started must not run twice.
                 if self.host_command.is_some() && outcome.boot_secs.is_some() {

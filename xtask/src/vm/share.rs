@@ -27,6 +27,11 @@ impl ActiveShare {
         }
     }
 
+    /// Why the share's virtiofsd is gone, if it is.
+    pub fn daemon_exited(&mut self) -> Option<String> {
+        self.daemon.as_mut().and_then(Virtiofsd::exited)
+    }
+
     /// What the guest is told about it.
     pub fn request(&self, project: &Path, bindir: Option<&Path>) -> Share {
         Share {

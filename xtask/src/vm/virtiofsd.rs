@@ -99,6 +99,7 @@ pub fn args(socket: &Path, dir: &Path, readonly: bool, root: bool) -> Vec<String
 pub struct Virtiofsd {
     children: Vec<Child>,
     dir: PathBuf,
+    log: PathBuf,
     pub root_socket: PathBuf,
     pub project_socket: PathBuf,
 }
@@ -114,6 +115,7 @@ impl Virtiofsd {
             root_socket: dir.join("root.sock"),
             project_socket: dir.join("project.sock"),
             dir,
+            log: log.to_path_buf(),
         };
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
@@ -163,6 +165,22 @@ impl Virtiofsd {
 }
 
 impl Virtiofsd {
+    /// Why a server has exited, if one has: virtiofsd can make its socket
+    /// and only then fail to set up the shared directory, and QEMU is then
+    /// refused.
+    pub fn exited(&mut self) -> Option<String> {
+        for child in &mut self.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                let said = fs::read_to_string(&self.log).unwrap_or_default();
+                return Some(format!(
+                    "virtiofsd exited ({status}): {}",
+                    crate::util::last_lines(said.trim(), 2).replace('\n', " / ")
+                ));
+            }
+        }
+        None
+    }
+
     /// Removes the socket directory: once QEMU has connected, virtiofsd
     /// serves that connection and the sockets are never used again.
     pub fn release_sockets(&self) {
