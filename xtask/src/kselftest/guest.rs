@@ -15,7 +15,7 @@ use guest_common::request::HostCommand;
 use super::parse;
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
-use crate::vm::process::VmEnd;
+use crate::vm::process::{VmEnd, VmOutcome};
 use crate::vm::session::{GuestRun, Session};
 use crate::vm::targets::Target;
 
@@ -146,16 +146,16 @@ pub fn run(
         let booted = ran.outcome.boot_secs.is_some();
         match numbering.next_after(last) {
             Some((n, name)) if !all.summary_seen && !timed_out && booted => {
-                let why = why.lines().next().unwrap_or_default();
+                let cause = why.lines().next().unwrap_or_default();
                 eprintln!(
-                    "== {}: {name} stopped the guest ({why}); resuming after it",
+                    "== {}: {name} stopped the guest ({cause}); resuming after it",
                     target.name
                 );
                 all.results.push(TestResult {
                     name: name.to_string(),
                     status: Status::Crashed,
                     millis: 0,
-                    message: format!("{why} | the run resumed after it in a new boot"),
+                    message: crash_message(cause, &ran.outcome),
                 });
                 done = Some(n);
             }
@@ -176,6 +176,24 @@ pub fn run(
     console.name = super::CONSOLE_CHECK.into();
     all.results.push(console);
     Ok(all)
+}
+
+/// What a crashed test's KTAP diagnostics and JUnit error carry: the
+/// cause, the first splat and what followed it (or the console's last
+/// lines), and the boot's own console log.
+fn crash_message(cause: &str, outcome: &VmOutcome) -> String {
+    let mut parts = vec![cause.to_string()];
+    let excerpt: Vec<&String> = match outcome.splat_in_test.split_first() {
+        Some((first, after)) => {
+            parts.push(format!("first splat: {}", first.trim()));
+            after.iter().collect()
+        }
+        None => outcome.tail.iter().rev().take(8).rev().collect(),
+    };
+    parts.extend(excerpt.iter().map(|l| l.trim_end().to_string()));
+    parts.push(format!("console: {}", outcome.console_log.display()));
+    parts.push("the run resumed after it in a new boot".into());
+    parts.join(" | ")
 }
 
 /// One boot of test_progs; its output files are `test_progs-<kernel>-<boot>.*`.
@@ -239,6 +257,37 @@ fn status_of(ran: &GuestRun) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crash_carries_its_splat_and_its_own_console() {
+        let mut o = VmOutcome {
+            end: VmEnd::Exited { code: Some(0) },
+            console_log: "/r/console-base-2.log".into(),
+            tail: (1..=10).map(|i| format!("line {i}")).collect(),
+            splats: vec![],
+            splat_in_test: vec![],
+            splats_before_last_start: 0,
+            panic: None,
+            boot_secs: Some(1.0),
+            elapsed: std::time::Duration::from_secs(3),
+            qemu_stderr: vec![],
+        };
+        let m = crash_message("the kernel panicked: Fatal exception", &o);
+        assert!(
+            m.starts_with("the kernel panicked: Fatal exception | line 3 |"),
+            "{m}"
+        );
+        assert!(
+            m.contains("line 10 | console: /r/console-base-2.log | the run resumed"),
+            "{m}"
+        );
+        o.splat_in_test = vec!["BUG: unable to handle page fault".into(), "RIP: x".into()];
+        let m = crash_message("the kernel panicked", &o);
+        assert!(
+            m.starts_with("the kernel panicked | first splat: BUG: unable to handle page fault | RIP: x | console:"),
+            "{m}"
+        );
+    }
 
     #[test]
     fn the_hung_test_is_the_next_selected_one() {

@@ -46,6 +46,10 @@ pub struct Session {
     /// A host command whose stdout stays still this long (seconds; 3x on
     /// debug kernels) is hung: the VM is stopped. None: no such limit.
     pub output_stall: Option<u64>,
+    /// Boots so far per kernel: each boot keeps its own console log and
+    /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
+    /// new boot never overwrites the trace of the one that died.
+    boots: std::collections::HashMap<String, usize>,
 }
 
 /// Host tools, the allowlist, a run directory, the kernels and the guest
@@ -69,6 +73,7 @@ pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Pre
             io: GuestIo::Console,
             host_command: None,
             output_stall: None,
+            boots: Default::default(),
         },
     })
 }
@@ -88,8 +93,7 @@ impl Session {
     pub fn run_guest(&mut self, target: &Target, guest: GuestCommand) -> Result<GuestRun> {
         loop {
             let accel = self.picker.current();
-            let results = self.run_dir.join(format!("results-{}.txt", target.name));
-            let console_log = self.run_dir.join(format!("console-{}.log", target.name));
+            let (results, console_log) = self.next_boot_files(target);
             // Held until QEMU is gone: dropping it stops virtiofsd.
             let mut share = self.start_share(target, guest.program)?;
             let initramfs = match &share {
@@ -193,6 +197,17 @@ impl Session {
         let relayed = (relays.0.finish(), relays.1.finish());
         relayed.0.and(relayed.1)?;
         ran
+    }
+
+    /// The results file and console log of `target`'s next boot.
+    fn next_boot_files(&mut self, target: &Target) -> (PathBuf, PathBuf) {
+        let n = self.boots.entry(target.name.clone()).or_default();
+        *n += 1;
+        let stem = format!("{}-{n}", target.name);
+        (
+            self.run_dir.join(format!("results-{stem}.txt")),
+            self.run_dir.join(format!("console-{stem}.log")),
+        )
     }
 
     /// The limits of one boot: a host command that prints as it goes is
