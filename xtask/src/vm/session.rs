@@ -128,29 +128,8 @@ impl Session {
                 _ => None,
             };
             drop(share);
-            if let Some(why) = died {
-                // Nothing ran in the guest: the boot can be done again.
-                if self.sharing != Sharing::Host(ShareChoice::Auto) {
-                    bail!("{why}; use --share 9p");
-                }
-                crate::status!(&target.name, "{why}; sharing over 9p from now on");
-                self.sharing = Sharing::Host(ShareChoice::NineP);
+            if self.boot_again(target, &outcome, died)? {
                 continue;
-            }
-            if let VmEnd::KvmFailure(line) = &outcome.end {
-                // A host command that already started must not run twice.
-                if self.host_command.is_some() && outcome.boot_secs.is_some() {
-                    bail!("KVM failed after the command started ({line}); rerun with --accel tcg");
-                }
-                if self.picker.choice() == AccelChoice::Auto {
-                    crate::status!(
-                        &target.name,
-                        "KVM cannot run this kernel here ({line}); rerunning under TCG"
-                    );
-                    self.picker.kvm_failed(line);
-                    continue;
-                }
-                bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
             }
             if matches!(outcome.end, VmEnd::NoPowerOff) {
                 crate::status!(
@@ -175,6 +154,43 @@ impl Session {
 }
 
 impl Session {
+    /// Whether a boot that could not run its guest is to be done again:
+    /// over 9p when virtiofsd died before the guest booted (`--share
+    /// auto`), under TCG when KVM cannot run the kernel (`--accel auto`).
+    /// Err when it cannot be done again.
+    fn boot_again(
+        &mut self,
+        target: &Target,
+        outcome: &VmOutcome,
+        virtiofsd_died: Option<String>,
+    ) -> Result<bool> {
+        if let Some(why) = virtiofsd_died {
+            // Nothing ran in the guest: the boot can be done again.
+            if self.sharing != Sharing::Host(ShareChoice::Auto) {
+                bail!("{why}; use --share 9p");
+            }
+            crate::status!(&target.name, "{why}; sharing over 9p from now on");
+            self.sharing = Sharing::Host(ShareChoice::NineP);
+            return Ok(true);
+        }
+        let VmEnd::KvmFailure(line) = &outcome.end else {
+            return Ok(false);
+        };
+        // A host command that already started must not run twice.
+        if self.host_command.is_some() && outcome.boot_secs.is_some() {
+            bail!("KVM failed after the command started ({line}); rerun with --accel tcg");
+        }
+        if self.picker.choice() != AccelChoice::Auto {
+            bail!("KVM cannot run this kernel here ({line}); use --accel tcg");
+        }
+        crate::status!(
+            &target.name,
+            "KVM cannot run this kernel here ({line}); rerunning under TCG"
+        );
+        self.picker.kvm_failed(line);
+        Ok(true)
+    }
+
     /// Runs the host command on `target` with its stdout and stderr
     /// written to the files `out` and `err` (made empty first) and
     /// streamed to `to_out` and `to_err` as the guest writes them.
