@@ -282,18 +282,25 @@ pub fn ensure_share(choice: crate::vm::share::ShareChoice) -> Result<()> {
 }
 
 /// What building kernels from `source` needs.
-pub fn ensure_kernel_build(source: &crate::kernel::SourceConfig) -> Result<()> {
+pub fn kernel_build(source: &crate::kernel::SourceConfig) -> Vec<Dep> {
     let mut deps = BUILD.to_vec();
     if source.default_source() {
         deps.extend_from_slice(DEFAULT_SOURCE);
     }
-    ensure(&deps).context("checking the host tools for building a kernel")
+    deps
 }
 
-/// What building and booting kernels from `source` needs.
+/// What building kernels from `source` needs.
+pub fn ensure_kernel_build(source: &crate::kernel::SourceConfig) -> Result<()> {
+    ensure(&kernel_build(source)).context("checking the host tools for building a kernel")
+}
+
+/// What building and booting kernels from `source` needs, checked at once:
+/// one error names everything missing.
 pub fn ensure_boot(source: &crate::kernel::SourceConfig) -> Result<()> {
-    ensure_kernel_build(source)?;
-    ensure(BOOT).context("checking the host tools for booting a kernel")
+    let mut deps = kernel_build(source);
+    deps.extend_from_slice(BOOT);
+    ensure(&deps).context("checking the host tools for building and booting a kernel")
 }
 
 /// Set to 1 to never install anything, only report what is missing.

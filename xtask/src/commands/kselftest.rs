@@ -19,11 +19,14 @@ use crate::vm::share::Sharing;
 
 pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
-    hostdeps::ensure_kernel_build(&source)?;
-    hostdeps::ensure(hostdeps::KSELFTEST)
-        .context("checking the host tools for the BPF selftests")?;
+    // One check, so one error names everything missing.
+    let mut deps = hostdeps::kernel_build(&source);
+    deps.extend_from_slice(hostdeps::KSELFTEST);
     if !args.build_only {
-        hostdeps::ensure_boot(&source)?;
+        deps.extend_from_slice(hostdeps::BOOT);
+    }
+    hostdeps::ensure(&deps).context("checking the host tools for the BPF selftests")?;
+    if !args.build_only {
         hostdeps::ensure_share(args.share)?;
     }
     // The default set is what this VM guarantees: each of its tests must
