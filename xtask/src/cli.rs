@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 
 use anyhow::Result;
 
-use crate::kernel::{self, SourceConfig};
+use crate::kernel::{self, KernelConfig, SourceConfig};
 use crate::project;
 use crate::vm::qemu::AccelChoice;
 use crate::vm::share::ShareChoice;
@@ -81,6 +81,10 @@ pub struct BuildKernelArgs {
     /// Build the debug variants (KASAN, lockdep, DEBUG_VM, ...) instead.
     #[arg(long)]
     pub debug: bool,
+    /// The kernels' configuration: lean (ours, minutes) or bpf-ci (the
+    /// tree's selftests config and ours, as BPF CI builds).
+    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
+    pub kernel_config: KernelConfig,
     /// Print the manifest of the kernels as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -102,6 +106,10 @@ pub struct VmArgs {
     /// Use the debug kernels (KASAN, lockdep, DEBUG_VM, ...).
     #[arg(long)]
     pub debug: bool,
+    /// The kernels' configuration: lean (ours, minutes) or bpf-ci (the
+    /// tree's selftests config and ours, as BPF CI builds).
+    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
+    pub kernel_config: KernelConfig,
     /// Accelerator: KVM where it can run the kernel, else TCG.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
@@ -158,6 +166,10 @@ pub struct RunArgs {
     /// Use the debug kernel (KASAN, lockdep, DEBUG_VM, ...).
     #[arg(long)]
     pub debug: bool,
+    /// The kernel's configuration: lean (ours) or bpf-ci (the tree's
+    /// selftests config and ours).
+    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
+    pub kernel_config: KernelConfig,
     /// Accelerator: KVM where it can run the kernel, else TCG.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
@@ -197,6 +209,7 @@ impl VmArgs {
     pub fn boot(&self) -> BootConfig {
         BootConfig {
             kernels: self.kernels.clone(),
+            config: self.kernel_config,
             debug: self.debug,
             accel: self.accel,
             claim: self.claim.clone(),

@@ -55,6 +55,9 @@ fn run() -> Verdict {
     if let Err(detail) = mounted {
         return Verdict::error(detail);
     }
+    if let Err(detail) = sys::loopback_up() {
+        say(&format!("loopback not up ({detail})"));
+    }
 
     let config = match read_config() {
         Ok(c) => c,

@@ -76,6 +76,9 @@ const INNER: &[Inner] = &[
     inner("debugfs", "/sys/kernel/debug", "", true),
     // Where libbpf and test_progs look for tracepoints and kprobe events.
     inner("tracefs", "/sys/kernel/tracing", "", true),
+    // cgroup v2, where test_progs's cgroup helpers make their cgroups
+    // (a kernel without CONFIG_CGROUPS has neither it nor its mount point).
+    inner("cgroup2", "/sys/fs/cgroup", "", true),
 ];
 
 /// Makes [`HOST_ROOT`] a root a host command can run in: the guest's
@@ -126,6 +129,7 @@ mod tests {
         assert!(pos("/dev") < pos("/dev/shm"));
         assert!(pos("/sys") < pos("/sys/fs/bpf"));
         assert!(pos("/sys") < pos("/sys/kernel/debug"));
+        assert!(pos("/sys") < pos("/sys/fs/cgroup"));
         // What every program expects is never skipped.
         for at in ["/proc", "/sys", "/dev", "/tmp"] {
             assert!(!INNER[pos(at)].optional, "{at}");

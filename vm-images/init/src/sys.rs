@@ -129,6 +129,38 @@ pub fn ensure_console_stdio() {
 }
 
 /// Seconds since boot, as the text of the first field of /proc/uptime.
+/// Brings the loopback interface up, as a booted system has it: tests
+/// that talk to 127.0.0.1 or ::1 in the initial network namespace need it.
+/// Any socket reaches the interface ioctls; AF_UNIX needs no INET.
+pub fn loopback_up() -> Result<(), String> {
+    // SAFETY: socket has no memory arguments.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(describe("socket", &io::Error::last_os_error()));
+    }
+    // SAFETY: ifreq is plain data.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: ifr is a valid ifreq for both ioctls, fd a socket of ours.
+    let result = unsafe {
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) < 0 {
+            Err(describe("SIOCGIFFLAGS lo", &io::Error::last_os_error()))
+        } else {
+            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr) < 0 {
+                Err(describe("SIOCSIFFLAGS lo", &io::Error::last_os_error()))
+            } else {
+                Ok(())
+            }
+        }
+    };
+    // SAFETY: fd is ours and closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
 pub fn uptime() -> String {
     std::fs::read_to_string("/proc/uptime")
         .ok()

@@ -60,7 +60,11 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     let mut steps = vec![
         cargo("fmt", "fmt", &["fmt", "--all", "--", "--check"]),
         cargo("clippy", "clippy", &clippy),
-        cargo("unit", "unit tests", &["test", "--workspace", "--no-fail-fast"]),
+        cargo(
+            "unit",
+            "unit tests",
+            &["test", "--workspace", "--no-fail-fast"],
+        ),
         Step {
             id: "workflow-lint",
             name: "workflow lint",

@@ -48,7 +48,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         targets,
         mut session,
     } = session::prepare(&source, &boot, "kselftest")?;
-    let (run_dirs, left_out) = kselftest::build_for(&source, &targets)?;
+    let (run_dirs, left_out) = kselftest::build_for(&source, boot.config, &targets)?;
     kselftest::check_default_set_built(&plan, &left_out)?;
     if args.build_only {
         return Ok(ExitCode::SUCCESS);

@@ -41,6 +41,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     let command = host_command(args)?;
     let boot = BootConfig {
         kernels: vec![args.kernel.clone()],
+        config: args.kernel_config,
         debug: args.debug,
         accel: args.accel,
         claim: Flavor::patched().name().to_string(),

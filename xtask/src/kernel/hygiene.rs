@@ -183,13 +183,9 @@ pub fn new_diagnostics(base: &str, patched: &str) -> Vec<String> {
 /// normal kernels; returns make's output.
 pub fn checked_build(tree: &Path, objects: &[String], jobs: usize) -> Result<String> {
     let build = tree.join("_build-check");
-    super::kconfig::configure(
-        tree,
-        &build,
-        &super::kconfig::fragments(false),
-        &build.join("config.log"),
-    )
-    .context("configuring the check build")?;
+    let (base, fragments) = super::kconfig::plan(tree, super::KernelConfig::Lean, false)?;
+    super::kconfig::configure(tree, &build, base, &fragments, &build.join("config.log"))
+        .context("configuring the check build")?;
     for o in objects {
         let _ = fs::remove_file(build.join(o));
     }

@@ -26,6 +26,8 @@ pub struct BuildRequest<'a> {
     /// A direct child of `tree`, so kbuild uses relative paths (srctree
     /// "..") and ccache hits across the base and patched trees.
     pub build_dir: PathBuf,
+    /// What the fragments are merged onto.
+    pub base: kconfig::ConfigBase,
     pub fragments: Vec<PathBuf>,
     /// Changes whenever the tree's content does.
     pub tree_key: String,
@@ -48,17 +50,25 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     let config = req.build_dir.join(".config");
     let log = req.build_dir.join("build.log");
     // A tree of another kernel version needs a fresh config too.
-    let config_key = format!("{frag_hash}\n{}", tree_version(req.tree)?);
+    // (The lean kernels' keys predate the base: unchanged, they keep
+    // their builds.)
+    let base_key = match req.base {
+        kconfig::ConfigBase::AllNo => String::new(),
+        other => format!("{}\n", other.name()),
+    };
+    let config_key = format!("{base_key}{frag_hash}\n{}", tree_version(req.tree)?);
     if read_stamp(&req.build_dir.join(CONFIGURED))? != config_key || !config.exists() {
         let started = Instant::now();
         crate::status!(
             req.name,
-            "configuring (allnoconfig + {})",
+            "configuring ({} + {})",
+            req.base.name(),
             names(&req.fragments)
         );
         kconfig::configure(
             req.tree,
             &req.build_dir,
+            req.base,
             &req.fragments,
             &req.build_dir.join("config.log"),
         )?;
@@ -71,7 +81,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
         "gcc"
     };
     let stamp = format!(
-        "{}\n{frag_hash}\n{cc}\n{}\n",
+        "{}\n{base_key}{frag_hash}\n{cc}\n{}\n",
         req.tree_key,
         compiler_version()
     );
@@ -96,7 +106,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     marker.end()?;
     made?;
     // syncconfig may have dropped options make saw differently.
-    kconfig::check_survived(&req.fragments, &built.config)?;
+    kconfig::check_survived(req.tree, &req.fragments, &built.config)?;
     write_atomic(&req.build_dir.join(BUILT), stamp.as_bytes())?;
     Ok(built)
 }

@@ -31,6 +31,24 @@ pub fn fragments(debug: bool) -> Vec<PathBuf> {
     names.into_iter().map(|n| dir.join(n)).collect()
 }
 
+/// How the kernels of `tree` are configured: what the fragments are
+/// merged onto, and the fragments in merge order.
+pub fn plan(
+    tree: &Path,
+    config: super::KernelConfig,
+    debug: bool,
+) -> Result<(ConfigBase, Vec<PathBuf>)> {
+    Ok(match config {
+        super::KernelConfig::Lean => (ConfigBase::AllNo, fragments(debug)),
+        // BPF CI's own config first, ours after it (a later fragment wins).
+        super::KernelConfig::BpfCi => {
+            let mut all = tree_selftests_config(tree)?;
+            all.extend(fragments(debug));
+            (ConfigBase::Defaults, all)
+        }
+    })
+}
+
 /// Option name (without CONFIG_) to value; "n" for `# CONFIG_X is not set`.
 pub type Options = BTreeMap<String, String>;
 
@@ -75,9 +93,59 @@ pub fn fragments_hash(fragments: &[PathBuf]) -> Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Writes `<build_dir>/.config`: allnoconfig plus the fragments, via the
+/// What the fragments are merged onto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigBase {
+    /// allnoconfig: only what the fragments ask for (the lean kernels).
+    AllNo,
+    /// Every option's default (alldefconfig), as BPF CI's `make
+    /// olddefconfig` over its fragments gives.
+    Defaults,
+}
+
+impl ConfigBase {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigBase::AllNo => "allnoconfig",
+            ConfigBase::Defaults => "alldefconfig",
+        }
+    }
+}
+
+/// The BPF selftests' own config in a kernel tree, in BPF CI's order.
+pub const TREE_SELFTESTS_CONFIG: &[&str] = &[
+    "tools/testing/selftests/bpf/config",
+    "tools/testing/selftests/bpf/config.vm",
+    "tools/testing/selftests/bpf/config.x86_64",
+];
+
+/// `TREE_SELFTESTS_CONFIG` of `tree`; an error names a file it lacks.
+pub fn tree_selftests_config(tree: &Path) -> Result<Vec<PathBuf>> {
+    TREE_SELFTESTS_CONFIG
+        .iter()
+        .map(|rel| {
+            let path = tree.join(rel);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                bail!(
+                    "{} has no {rel}: the selftests config comes from the tree under test (a tree of 6.6 or later has it)",
+                    tree.display()
+                )
+            }
+        })
+        .collect()
+}
+
+/// Writes `<build_dir>/.config`: `base` plus the fragments, via the
 /// kernel's merge_config.sh, then fails if any requested value was lost.
-pub fn configure(tree: &Path, build_dir: &Path, fragments: &[PathBuf], log: &Path) -> Result<()> {
+pub fn configure(
+    tree: &Path,
+    build_dir: &Path,
+    base: ConfigBase,
+    fragments: &[PathBuf],
+    log: &Path,
+) -> Result<()> {
     fs::create_dir_all(build_dir).with_context(|| format!("creating {}", build_dir.display()))?;
     let sh = crate::project::shell()?;
     sh.change_dir(tree);
@@ -85,9 +153,10 @@ pub fn configure(tree: &Path, build_dir: &Path, fragments: &[PathBuf], log: &Pat
         .file_name()
         .context("build directory has no name")?
         .to_owned();
+    let allno = (base == ConfigBase::AllNo).then_some("-n");
     let output = cmd!(
         sh,
-        "scripts/kconfig/merge_config.sh -n -O {out_name} {fragments...}"
+        "scripts/kconfig/merge_config.sh {allno...} -O {out_name} {fragments...}"
     )
     .quiet()
     .ignore_status()
@@ -103,27 +172,126 @@ pub fn configure(tree: &Path, build_dir: &Path, fragments: &[PathBuf], log: &Pat
             last_lines(&String::from_utf8_lossy(&text), 15)
         );
     }
-    check_survived(fragments, &build_dir.join(".config"))
+    check_survived(tree, fragments, &build_dir.join(".config"))
 }
 
-/// Fails, listing them, if options the fragments ask for are not in `config`.
-pub fn check_survived(fragments: &[PathBuf], config: &Path) -> Result<()> {
-    let mut requested = Options::new();
-    for f in fragments {
-        let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        requested.extend(parse(&text));
+/// The choice groups of a tree's Kconfig files: each symbol declared
+/// between `choice` and `endchoice`, with the number of its group. Only one
+/// symbol of a group can be y.
+pub fn choice_groups(tree: &Path) -> Result<BTreeMap<String, usize>> {
+    let mut groups = BTreeMap::new();
+    let mut next = 0;
+    for file in kconfig_files(tree)? {
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        add_choices(&text, &mut next, &mut groups);
     }
+    Ok(groups)
+}
+
+/// Adds the choice groups of one Kconfig file, numbered from `next`.
+fn add_choices(text: &str, next: &mut usize, groups: &mut BTreeMap<String, usize>) {
+    let mut inside: Option<usize> = None;
+    for line in text.lines().map(str::trim) {
+        match line {
+            "choice" => {
+                inside = Some(*next);
+                *next += 1;
+            }
+            "endchoice" => inside = None,
+            _ => {
+                if let (Some(g), Some(sym)) = (inside, line.strip_prefix("config ")) {
+                    groups.insert(sym.trim().to_string(), g);
+                }
+            }
+        }
+    }
+}
+
+/// Every `Kconfig*` file under `dir`.
+fn kconfig_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name();
+            if entry.file_type()?.is_dir() {
+                // Build directories and hidden ones hold no Kconfig source.
+                let n = name.to_string_lossy();
+                if !n.starts_with('.') && !n.starts_with("_build-") {
+                    todo.push(path);
+                }
+            } else if name.to_string_lossy().starts_with("Kconfig") {
+                found.push(path);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// What `fragments` ask for, in order, a later fragment overriding an
+/// earlier one: for an option, and for a choice, where a later y of the
+/// group drops an earlier one (kconfig keeps the last).
+pub fn requested(texts: &[String], groups: &BTreeMap<String, usize>) -> Options {
+    let mut want = Options::new();
+    for text in texts {
+        for (name, value) in parse(text) {
+            if value == "y" {
+                if let Some(g) = groups.get(&name) {
+                    want.retain(|other, v| v != "y" || groups.get(other) != Some(g));
+                }
+            }
+            want.insert(name, value);
+        }
+    }
+    want
+}
+
+/// Fails, listing them, if options the fragments ask for are not in
+/// `config` (a choice is the last fragment's, see `requested`).
+pub fn check_survived(tree: &Path, fragments: &[PathBuf], config: &Path) -> Result<()> {
+    let groups = choice_groups(tree)?;
+    let texts = fragments
+        .iter()
+        .map(|f| fs::read_to_string(f).with_context(|| format!("reading {}", f.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let requested = requested(&texts, &groups);
     let final_config = parse(
         &fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?,
     );
     let lost = not_survived(&requested, &final_config);
-    if !lost.is_empty() {
-        bail!(
-            "kconfig options did not survive olddefconfig (a dependency is missing from the fragments in kconfig/): {}",
-            lost.join(", ")
-        );
+    if lost.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    // Each with the fragment that asked for it last.
+    let named: Vec<String> = lost
+        .iter()
+        .map(|l| {
+            let name = l
+                .trim_start_matches("CONFIG_")
+                .split('=')
+                .next()
+                .unwrap_or("");
+            let by = fragments
+                .iter()
+                .zip(&texts)
+                .rev()
+                .find(|(_, t)| parse(t).contains_key(name))
+                .map_or(String::new(), |(f, _)| {
+                    format!(
+                        " from {}",
+                        f.file_name().unwrap_or_default().to_string_lossy()
+                    )
+                });
+            format!("{l}{by}")
+        })
+        .collect();
+    bail!(
+        "kconfig options did not survive olddefconfig (a dependency is missing from the fragments): {}",
+        named.join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -190,6 +358,69 @@ mod tests {
             assert_eq!(all.get(opt).map(String::as_str), Some("y"), "CONFIG_{opt}");
         }
         assert!(all["NR_CPUS"].parse::<u32>().unwrap() >= 4);
+    }
+
+    #[test]
+    fn the_bpf_ci_config_is_the_trees_then_ours_onto_the_defaults() {
+        let t = crate::util::tempdir();
+        let err = format!(
+            "{:#}",
+            plan(&t, super::super::KernelConfig::BpfCi, false).unwrap_err()
+        );
+        assert!(
+            err.contains("has no tools/testing/selftests/bpf/config"),
+            "{err}"
+        );
+        for rel in TREE_SELFTESTS_CONFIG {
+            fs::create_dir_all(t.join(rel).parent().unwrap()).unwrap();
+            fs::write(t.join(rel), "CONFIG_BPF=y\n").unwrap();
+        }
+        let (base, frags) = plan(&t, super::super::KernelConfig::BpfCi, true).unwrap();
+        assert_eq!(base, ConfigBase::Defaults);
+        let names: Vec<String> = frags
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "config",
+                "config.vm",
+                "config.x86_64",
+                "qemu.config",
+                "bpf.config",
+                "share.config",
+                "selftests.config",
+                "debug.config"
+            ]
+        );
+        let (base, frags) = plan(&t, super::super::KernelConfig::Lean, false).unwrap();
+        assert_eq!((base, frags.len()), (ConfigBase::AllNo, 4));
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    #[test]
+    fn a_later_choice_drops_an_earlier_one() {
+        let kconfig = "choice\n\tprompt \"Debug information\"\nconfig DWARF_DEFAULT\n\tbool\nconfig DWARF4\n\tbool\n\thelp\n\t  a choice and more\nendchoice\nconfig OTHER\n";
+        let mut groups = BTreeMap::new();
+        add_choices(kconfig, &mut 0, &mut groups);
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        assert!(!groups.contains_key("OTHER"));
+        let frags = [
+            "CONFIG_DWARF4=y\nCONFIG_OTHER=y\n".to_string(),
+            "CONFIG_DWARF_DEFAULT=y\n".to_string(),
+            "CONFIG_DWARF4=y\n".to_string(),
+        ];
+        let want = requested(&frags, &groups);
+        assert_eq!(want.get("DWARF4").map(String::as_str), Some("y"));
+        assert_eq!(
+            want.get("DWARF_DEFAULT"),
+            None,
+            "the later DWARF4 took the choice"
+        );
+        assert_eq!(want.get("OTHER").map(String::as_str), Some("y"));
+        let want = requested(&frags[..2], &groups);
+        assert_eq!(want.get("DWARF4"), None);
     }
 
     #[test]

@@ -63,10 +63,26 @@ pub enum Flavor {
     Variant(String),
 }
 
-/// One kernel to build: a flavor, plain or with the debug options.
+/// Which configuration a kernel is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
+pub enum KernelConfig {
+    /// `kconfig/*.config` onto allnoconfig: what the test plan, the bench
+    /// and the default sets of the BPF selftests need; minutes to build.
+    #[default]
+    Lean,
+    /// BPF CI's: the tree's own `tools/testing/selftests/bpf/config`,
+    /// `config.vm` and `config.x86_64`, then ours, onto the defaults:
+    /// every BPF selftest builds and can run; several times as long.
+    #[value(name = "bpf-ci")]
+    BpfCi,
+}
+
+/// One kernel to build: a flavor, its configuration, plain or with the
+/// debug options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSpec {
     pub flavor: Flavor,
+    pub config: KernelConfig,
     pub debug: bool,
 }
 
@@ -124,14 +140,24 @@ pub fn known_words(series: &Series) -> String {
     )
 }
 
-/// `--kernel` words (no paths) to kernels, `debug` or not, each once.
-pub fn specs_for(words: &[String], series: &Series, debug: bool) -> Result<Vec<KernelSpec>> {
+/// `--kernel` words (no paths) to kernels of `config`, `debug` or not,
+/// each once.
+pub fn specs_for(
+    words: &[String],
+    series: &Series,
+    config: KernelConfig,
+    debug: bool,
+) -> Result<Vec<KernelSpec>> {
     let mut specs: Vec<KernelSpec> = Vec::new();
     for word in words {
         let flavors = expand_word(word, series)
             .with_context(|| format!("--kernel {word}: not one of {}", known_words(series)))?;
         for flavor in flavors {
-            let spec = KernelSpec { flavor, debug };
+            let spec = KernelSpec {
+                flavor,
+                config,
+                debug,
+            };
             if !specs.contains(&spec) {
                 specs.push(spec);
             }
@@ -141,20 +167,25 @@ pub fn specs_for(words: &[String], series: &Series, debug: bool) -> Result<Vec<K
 }
 
 impl KernelSpec {
+    /// `base`, `patched-debug`, `prefault-bpfci`, `base-bpfci-debug`, ...
     pub fn name(&self) -> String {
-        let base = self.flavor.name();
-        if self.debug {
-            format!("{base}-debug")
-        } else {
-            base.to_string()
+        format!("{}{}", self.flavor.name(), self.suffix())
+    }
+
+    /// What the name adds to the flavor's: the config, then debug.
+    fn suffix(&self) -> &'static str {
+        match (self.config, self.debug) {
+            (KernelConfig::Lean, false) => "",
+            (KernelConfig::Lean, true) => "-debug",
+            (KernelConfig::BpfCi, false) => "-bpfci",
+            (KernelConfig::BpfCi, true) => "-bpfci-debug",
         }
     }
 
-    fn build_dir_name(&self) -> &'static str {
-        if self.debug {
-            "_build-debug"
-        } else {
-            "_build-default"
+    fn build_dir_name(&self) -> String {
+        match self.suffix() {
+            "" => "_build-default".to_string(),
+            s => format!("_build{s}"),
         }
     }
 }
@@ -359,11 +390,13 @@ fn patch_infos(series: &Series) -> Vec<PatchInfo> {
 fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> Result<KernelInfo> {
     let name = spec.name();
     let build_dir = tree.path.join(spec.build_dir_name());
+    let (base, fragments) = kconfig::plan(&tree.path, spec.config, spec.debug)?;
     let built = kbuild::build(&BuildRequest {
         name: &name,
         tree: &tree.path,
         build_dir: build_dir.clone(),
-        fragments: kconfig::fragments(spec.debug),
+        base,
+        fragments,
         tree_key: tree.key,
         ccache_dir: cache.ccache_dir(),
         jobs,
@@ -396,12 +429,40 @@ mod tests {
         assert_eq!(expand("prefault").as_deref(), Some("prefault"));
         assert_eq!(expand("/boot/vmlinuz"), None);
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let specs = specs_for(&words(&["base", "all", "prefault"]), &series, true).unwrap();
+        let all = words(&["base", "all", "prefault"]);
+        let specs = specs_for(&all, &series, KernelConfig::Lean, true).unwrap();
         let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
         assert_eq!(got, ["base-debug", "patched-debug", "prefault-debug"]);
+        let specs = specs_for(&all, &series, KernelConfig::BpfCi, false).unwrap();
+        let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
+        assert_eq!(got, ["base-bpfci", "patched-bpfci", "prefault-bpfci"]);
+        let dirs: Vec<String> = [
+            (KernelConfig::Lean, false),
+            (KernelConfig::Lean, true),
+            (KernelConfig::BpfCi, false),
+            (KernelConfig::BpfCi, true),
+        ]
+        .map(|(config, debug)| {
+            KernelSpec {
+                flavor: Flavor::Base,
+                config,
+                debug,
+            }
+            .build_dir_name()
+        })
+        .to_vec();
+        assert_eq!(
+            dirs,
+            [
+                "_build-default",
+                "_build-debug",
+                "_build-bpfci",
+                "_build-bpfci-debug"
+            ]
+        );
         let err = format!(
             "{:#}",
-            specs_for(&words(&["nope"]), &series, false).unwrap_err()
+            specs_for(&words(&["nope"]), &series, KernelConfig::Lean, false).unwrap_err()
         );
         assert_eq!(
             err,

@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use self::build::KernelTree;
 use self::leftout::LeftOut;
 use crate::kernel::series::{Patch, Series, Variant};
-use crate::kernel::{self, Flavor, KernelSpec, SourceConfig};
+use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
 use crate::report::protocol::{Status, TestResult};
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::session::Session;
@@ -61,7 +61,11 @@ pub fn describe_progs(left_out: &LeftOut) -> String {
 
 /// Builds test_progs once and the test modules for each kernel, with the
 /// cache locked; returns each kernel's directory to run test_progs in.
-pub fn build_for(source: &SourceConfig, targets: &[Target]) -> Result<(Vec<PathBuf>, LeftOut)> {
+pub fn build_for(
+    source: &SourceConfig,
+    config: KernelConfig,
+    targets: &[Target],
+) -> Result<(Vec<PathBuf>, LeftOut)> {
     let kernels = targets
         .iter()
         .map(|t| match &t.vmlinux {
@@ -81,6 +85,7 @@ pub fn build_for(source: &SourceConfig, targets: &[Target]) -> Result<(Vec<PathB
     let flavor = Flavor::Variant(test_progs_variant(&series).name.clone());
     let spec = KernelSpec {
         flavor,
+        config,
         debug: false,
     };
     let (manifest, _lock) = kernel::build_locked(source, &[spec])?;
@@ -91,7 +96,10 @@ pub fn build_for(source: &SourceConfig, targets: &[Target]) -> Result<(Vec<PathB
         .pristine
         .parent()
         .context("the pristine tree has no parent")?
-        .join("kselftest");
+        .join(match config {
+            KernelConfig::Lean => "kselftest",
+            KernelConfig::BpfCi => "kselftest-bpfci",
+        });
     say_which_tree(&series, &btf);
     let jobs = source.jobs;
     let built = build::test_progs(&work, &btf.tree, &btf, jobs)?;

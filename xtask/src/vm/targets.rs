@@ -10,7 +10,7 @@ use guest_common::protocol::{Inject, Program, PLAN_KERNELS};
 
 use super::qemu::{AccelChoice, GuestCommand};
 use crate::kernel::series::Series;
-use crate::kernel::{self, Flavor, KernelSpec, SourceConfig};
+use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
 
 /// How a run boots its kernels: which, debug or not, the accelerator,
 /// the plan side a bzImage of the user's own claims, and the overall
@@ -19,6 +19,8 @@ use crate::kernel::{self, Flavor, KernelSpec, SourceConfig};
 pub struct BootConfig {
     /// `--kernel` words: base, a variant, all, both, or a bzImage path.
     pub kernels: Vec<String>,
+    /// The configuration of the kernels it builds.
+    pub config: KernelConfig,
     pub debug: bool,
     pub accel: AccelChoice,
     /// The plan kernel (`guest_common::protocol::PLAN_KERNELS`) a bzImage
@@ -72,6 +74,7 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
         for flavor in flavors {
             let spec = KernelSpec {
                 flavor,
+                config: vm.config,
                 debug: vm.debug,
             };
             if !specs.iter().any(|(_, s)| *s == spec) {
