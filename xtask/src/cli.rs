@@ -246,6 +246,17 @@ pub struct KselftestArgs {
     /// Run every test test_progs has (kselftest/DENYLIST still applies).
     #[arg(long, conflicts_with = "tests")]
     pub all: bool,
+    /// The runners, comma-separated (default: all five, as BPF CI runs
+    /// them): test_progs, test_progs-no_alu32, test_progs-cpuv4 (-t and
+    /// the lists choose their tests), test_maps, test_verifier (always
+    /// whole).
+    #[arg(
+        long = "runner",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub runners: Vec<crate::kselftest::runner::Runner>,
     /// Build test_progs and the test modules, boot nothing.
     #[arg(long)]
     pub build_only: bool,

@@ -11,6 +11,7 @@ use crate::cli::KselftestArgs;
 use crate::hostdeps;
 use crate::kselftest::compare::{self, Side};
 use crate::kselftest::leftout::LeftOut;
+use crate::kselftest::runner::Runner;
 use crate::kselftest::{self, guest, lists};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::{self, Counts, KernelRun};
@@ -29,17 +30,13 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     if !args.build_only {
         hostdeps::ensure_share(args.share)?;
     }
-    // The default set is what this VM guarantees: each of its tests must
-    // be built, report on every kernel, and pass. Empty with -t or --all.
-    let plan: Vec<String> = if default_set(&args) {
-        lists::load(lists::ALLOWLIST)?
-            .into_iter()
-            .map(|e| e.name)
-            .collect()
-    } else {
-        Vec::new()
+    let lists = Lists {
+        allow: lists::load(lists::ALLOWLIST)?,
+        deny: lists::load(lists::DENYLIST)?,
     };
-    let argv = test_progs_argv(&args, &plan)?;
+    let runners = runners(&args);
+    // Every test_progs test of the default set must be built.
+    let progs_plan = lists.plan(&args, Runner::TestProgs);
     let mut boot = args.vm.boot();
     if args.all && boot.timeout.is_none() {
         boot.timeout = Some(kselftest::ALL_TIMEOUT_SECS);
@@ -48,8 +45,8 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         targets,
         mut session,
     } = session::prepare(&source, &boot, "kselftest")?;
-    let (run_dirs, left_out) = kselftest::build_for(&source, boot.config, &targets)?;
-    kselftest::check_default_set_built(&plan, &left_out)?;
+    let (run_dirs, left_out) = kselftest::build_for(&source, boot.config, &targets, &runners)?;
+    kselftest::check_default_set_built(&progs_plan, &left_out)?;
     if args.build_only {
         return Ok(ExitCode::SUCCESS);
     }
@@ -58,23 +55,48 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     let mut infra = Vec::new();
     let stall = args.stall.unwrap_or(guest::OUTPUT_STALL_SECS);
     for (target, dir) in targets.iter().zip(&run_dirs) {
-        eprintln!("== {}: test_progs {}", target.name, argv.join(" "));
-        match kselftest::run_on(&mut session, target, dir, &argv, &plan, stall) {
-            Ok((kr, failure)) => {
-                if let Some(why) = failure {
-                    eprintln!("== {}: the VM could not do its job: {why}", target.name);
-                    infra.push(target.name.clone());
+        let mut kernel = Vec::new();
+        for &runner in &runners {
+            let plan = lists.plan(&args, runner);
+            let argv = lists.argv(&args, runner, &plan)?;
+            eprintln!("== {}: {} {}", target.name, runner.name(), argv.join(" "));
+            match kselftest::run_on(&mut session, target, dir, (runner, &argv), &plan, stall) {
+                Ok(mut run) => {
+                    if let Some(why) = &run.vm_failure {
+                        eprintln!(
+                            "== {} {}: the VM could not do its job: {why}",
+                            target.name,
+                            runner.name()
+                        );
+                        infra.push(format!("{} {}", target.name, runner.name()));
+                    }
+                    lists.not_counted(runner, &mut run.results);
+                    kernel.push(run);
                 }
-                runs.push((kr, !target.flavor.is_base()));
-            }
-            Err(err) => {
-                eprintln!("== {}: the VM could not do its job: {err:#}", target.name);
-                infra.push(target.name.clone());
+                Err(err) => {
+                    eprintln!(
+                        "== {} {}: the VM could not do its job: {err:#}",
+                        target.name,
+                        runner.name()
+                    );
+                    infra.push(format!("{} {}", target.name, runner.name()));
+                }
             }
         }
+        let kr = kselftest::kernel_run(&session, target, kernel)?;
+        runs.push((kr, !target.flavor.is_base()));
     }
     let strict = default_set(&args);
     finish(&session, &runs, &infra, strict, &left_out)
+}
+
+/// `--runner`, all five without it.
+fn runners(args: &KselftestArgs) -> Vec<Runner> {
+    if args.runners.is_empty() {
+        Runner::ALL.to_vec()
+    } else {
+        args.runners.clone()
+    }
 }
 
 /// Neither `-t` nor `--all`: kselftest/ALLOWLIST.
@@ -82,23 +104,67 @@ fn default_set(args: &KselftestArgs) -> bool {
     !args.all && args.tests.is_empty()
 }
 
-/// test_progs's arguments: the default set (`plan`), `-t` names, or
-/// everything; never what the denylist names.
-fn test_progs_argv(args: &KselftestArgs, plan: &[String]) -> Result<Vec<String>> {
-    let deny = lists::load(lists::DENYLIST)?;
-    let mut argv = Vec::new();
-    if !args.tests.is_empty() {
-        argv.extend(["-t".to_string(), args.tests.join(",")]);
-    } else if !args.all {
-        if plan.is_empty() {
-            bail!("kselftest/ALLOWLIST lists no test; name tests with -t or use --all");
+/// kselftest/ALLOWLIST and DENYLIST.
+struct Lists {
+    allow: Vec<lists::Entry>,
+    deny: Vec<lists::Entry>,
+}
+
+impl Lists {
+    /// The tests of the default set `runner` must report (empty with -t
+    /// or --all, and for the runners that cannot be told their tests).
+    fn plan(&self, args: &KselftestArgs, runner: Runner) -> Vec<String> {
+        if !default_set(args) || !runner.is_test_progs() {
+            return Vec::new();
         }
-        argv.extend(["-a".to_string(), plan.join(",")]);
+        lists::for_runner(&self.allow, runner)
+            .into_iter()
+            .map(|e| e.name)
+            .collect()
     }
-    if !deny.is_empty() {
-        argv.extend(["-d".to_string(), lists::joined(&deny)]);
+
+    /// A runner's arguments: for test_progs the default set (`plan`), `-t`
+    /// names, or everything, never what the denylist names; test_maps and
+    /// test_verifier take none.
+    fn argv(&self, args: &KselftestArgs, runner: Runner, plan: &[String]) -> Result<Vec<String>> {
+        let mut argv = Vec::new();
+        if !runner.is_test_progs() {
+            return Ok(argv);
+        }
+        if !args.tests.is_empty() {
+            argv.extend(["-t".to_string(), args.tests.join(",")]);
+        } else if !args.all {
+            if plan.is_empty() {
+                bail!(
+                    "kselftest/ALLOWLIST lists no test for {}; name tests with -t or use --all",
+                    runner.name()
+                );
+            }
+            argv.extend(["-a".to_string(), plan.join(",")]);
+        }
+        let deny = lists::for_runner(&self.deny, runner);
+        if !deny.is_empty() {
+            argv.extend(["-d".to_string(), lists::joined(&deny)]);
+        }
+        Ok(argv)
     }
-    Ok(argv)
+
+    /// test_maps and test_verifier run every test they have: a result the
+    /// denylist names becomes a skip that says why.
+    fn not_counted(&self, runner: Runner, results: &mut [crate::report::protocol::TestResult]) {
+        if runner.is_test_progs() {
+            return;
+        }
+        for r in results.iter_mut() {
+            let Some((_, test)) = kselftest::runner::split_result_name(&r.name) else {
+                continue;
+            };
+            if let Some(e) = self.deny.iter().find(|e| e.names(runner, test)) {
+                r.status = crate::report::protocol::Status::Skip;
+                r.message = format!("kselftest/DENYLIST: {}", e.reason);
+            }
+        }
+    }
 }
 
 /// The table, what it means, the reports, the closing line, the exit code.

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use super::leftout::{self, LeftOut};
+use super::runner::Runner;
 use crate::kernel::mirror;
 use crate::leftovers::{self, Marker};
 use crate::util::{gone_is_none, last_lines, read_stamp, spawn_tied, write_atomic};
@@ -68,8 +69,13 @@ impl KernelTree {
 /// make's command line for test_progs, as data. `KDIR` and
 /// `KBUILD_OUTPUT` name the kernel the in-tree test modules are built
 /// against (test_progs's build needs them; each kernel gets its own later).
-pub fn test_progs_args(selftests: &Path, btf: &KernelTree, jobs: usize) -> Vec<String> {
-    vec![
+pub fn test_progs_args(
+    selftests: &Path,
+    btf: &KernelTree,
+    runners: &[Runner],
+    jobs: usize,
+) -> Vec<String> {
+    let mut args = vec![
         "-C".into(),
         selftests.display().to_string(),
         format!("-j{jobs}"),
@@ -79,8 +85,9 @@ pub fn test_progs_args(selftests: &Path, btf: &KernelTree, jobs: usize) -> Vec<S
         format!("VMLINUX_BTF={}", btf.vmlinux.display()),
         format!("KDIR={}", btf.tree.display()),
         format!("KBUILD_OUTPUT={}", btf.build_dir.display()),
-        "test_progs".into(),
-    ]
+    ];
+    args.extend(runners.iter().map(|r| r.name().to_string()));
+    args
 }
 
 /// make's command line for one test module against one kernel.
@@ -107,7 +114,12 @@ pub struct TestProgs {
 const MAKE_PASSES: usize = 4;
 
 /// Builds test_progs (or finds it up to date) from a mirror of `source`.
-pub fn test_progs(work: &Path, source: &Path, btf: &KernelTree, jobs: usize) -> Result<TestProgs> {
+pub fn test_progs(
+    work: &Path,
+    source: &Path,
+    (btf, runners): (&KernelTree, &[Runner]),
+    jobs: usize,
+) -> Result<TestProgs> {
     if !source.join(SELFTESTS_DIR).join("Makefile").is_file() {
         bail!(
             "{} has no BPF selftests ({SELFTESTS_DIR}/Makefile); use a full kernel tree",
@@ -129,7 +141,7 @@ pub fn test_progs(work: &Path, source: &Path, btf: &KernelTree, jobs: usize) -> 
         Some(l) if l.stamp == stamp(&btf_id, &original, &l)? => l,
         _ => LeftOut::default(),
     };
-    let args = test_progs_args(&selftests, btf, jobs);
+    let args = test_progs_args(&selftests, btf, runners, jobs);
     let log = work.join("build.log");
     crate::status!(
         "kselftest",
@@ -151,9 +163,10 @@ pub fn test_progs(work: &Path, source: &Path, btf: &KernelTree, jobs: usize) -> 
         left.stamp = stamp(&btf_id, &original, &left)?;
         write_atomic(&work.join(LEFT_OUT), &serde_json::to_vec_pretty(&left)?)?;
     }
-    if !out.join("test_progs").is_file() {
+    if let Some(r) = runners.iter().find(|r| !out.join(r.name()).is_file()) {
         bail!(
-            "make finished but wrote no test_progs; see {}",
+            "make finished but wrote no {}; see {}",
+            r.name(),
             log.display()
         );
     }
@@ -332,30 +345,45 @@ pub fn modules(
     Ok(built)
 }
 
-/// A directory test_progs runs in on one kernel: links to everything in
+/// A directory the runners run in on one kernel: links to everything in
 /// `out` but the modules, and that kernel's own modules (test_progs loads
-/// them from its working directory).
+/// them from its working directory). A test_progs flavor changes into its
+/// own subdirectory (`no_alu32/`, `cpuv4/`), made the same way.
 pub fn run_dir(work: &Path, out: &Path, kernel: &str, modules: &[PathBuf]) -> Result<PathBuf> {
     let dir = work.join("run").join(kernel);
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     }
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let own: Vec<_> = modules.iter().filter_map(|m| m.file_name()).collect();
-    for entry in fs::read_dir(out).with_context(|| format!("reading {}", out.display()))? {
+    let flavors: Vec<&str> = Runner::ALL.iter().filter_map(|r| r.flavor_dir()).collect();
+    link_with_modules(out, &dir, modules, &flavors)?;
+    for flavor in flavors {
+        if out.join(flavor).is_dir() {
+            link_with_modules(&out.join(flavor), &dir.join(flavor), modules, &[])?;
+        }
+    }
+    Ok(dir)
+}
+
+/// `dst` made of links to `src`'s entries, but for `modules` (copied in)
+/// and the subdirectories `own` (left to the caller).
+fn link_with_modules(src: &Path, dst: &Path, modules: &[PathBuf], own: &[&str]) -> Result<()> {
+    fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
+    let names: Vec<_> = modules.iter().filter_map(|m| m.file_name()).collect();
+    for entry in fs::read_dir(src).with_context(|| format!("reading {}", src.display()))? {
         let entry = entry?;
-        if own.contains(&entry.file_name().as_os_str()) {
+        let name = entry.file_name();
+        if names.contains(&name.as_os_str()) || own.iter().any(|o| name == *o) {
             continue;
         }
-        std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name())).with_context(
-            || format!("linking {} into {}", entry.path().display(), dir.display()),
-        )?;
+        std::os::unix::fs::symlink(entry.path(), dst.join(&name)).with_context(|| {
+            format!("linking {} into {}", entry.path().display(), dst.display())
+        })?;
     }
     for m in modules {
         let name = m.file_name().context("a module without a name")?;
-        fs::copy(m, dir.join(name)).with_context(|| format!("copying {}", m.display()))?;
+        fs::copy(m, dst.join(name)).with_context(|| format!("copying {}", m.display()))?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// Copies the files of `src` into `dst`, leaving alone those already the
@@ -466,7 +494,8 @@ mod tests {
 
     #[test]
     fn test_progs_is_built_out_of_tree_against_one_kernel_s_btf() {
-        let args = test_progs_args(Path::new("/t/sel"), &kernel(), 3);
+        let runners = [Runner::TestProgs, Runner::CpuV4, Runner::Maps];
+        let args = test_progs_args(Path::new("/t/sel"), &kernel(), &runners, 3);
         assert_eq!(args[..4], ["-C", "/t/sel", "-j3", "-k"]);
         assert!(!args.iter().any(|a| a.starts_with("OUTPUT=")), "{args:?}");
         for want in [
@@ -476,7 +505,10 @@ mod tests {
         ] {
             assert!(args.contains(&want.to_string()), "{want} in {args:?}");
         }
-        assert_eq!(args.last().unwrap(), "test_progs");
+        assert_eq!(
+            args[args.len() - 3..],
+            ["test_progs", "test_progs-cpuv4", "test_maps"]
+        );
     }
 
     #[test]
@@ -502,6 +534,8 @@ mod tests {
         fs::create_dir_all(out.join("no_alu32")).unwrap();
         fs::write(out.join("test_progs"), "elf").unwrap();
         fs::write(out.join("bpf_testmod.ko"), "base's").unwrap();
+        fs::write(out.join("no_alu32/bpf_testmod.ko"), "base's").unwrap();
+        fs::write(out.join("no_alu32/x.bpf.o"), "bpf").unwrap();
         let own = t.join("bpf_testmod.ko");
         fs::write(&own, "patched's").unwrap();
         let dir = run_dir(&t, &out, "patched", std::slice::from_ref(&own)).unwrap();
@@ -513,7 +547,13 @@ mod tests {
             fs::read_link(dir.join("test_progs")).unwrap(),
             out.join("test_progs")
         );
-        assert!(dir.join("no_alu32").is_dir());
+        // A flavor's own directory, where it loads the modules from too.
+        assert!(!dir.join("no_alu32").is_symlink());
+        assert_eq!(
+            fs::read_to_string(dir.join("no_alu32/bpf_testmod.ko")).unwrap(),
+            "patched's"
+        );
+        assert!(dir.join("no_alu32/x.bpf.o").is_symlink());
         // Made afresh each run: nothing of an earlier run's is left.
         fs::write(dir.join("stale"), "").unwrap();
         let dir = run_dir(&t, &out, "patched", &[own]).unwrap();

@@ -12,7 +12,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use guest_common::request::HostCommand;
 
-use super::parse;
+use super::runner::Runner;
+use super::{others, parse};
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
@@ -35,17 +36,20 @@ pub struct Numbering {
 impl Numbering {
     /// Lists them with the host's run of the same test_progs (`-l` loads
     /// nothing into the kernel).
-    pub fn of(dir: &Path, argv: &[String]) -> Result<Numbering> {
+    pub fn of(dir: &Path, runner: Runner, argv: &[String]) -> Result<Numbering> {
         let list = |args: &[String]| -> Result<Vec<String>> {
-            let out = Command::new(dir.join("test_progs"))
+            let out = Command::new(dir.join(runner.name()))
                 .arg("-l")
                 .args(args)
                 .current_dir(dir)
                 .output()
-                .with_context(|| format!("listing the tests of {}/test_progs", dir.display()))?;
+                .with_context(|| {
+                    format!("listing the tests of {}/{}", dir.display(), runner.name())
+                })?;
             if !out.status.success() {
                 bail!(
-                    "test_progs -l {}: {}",
+                    "{} -l {}: {}",
+                    runner.name(),
                     args.join(" "),
                     crate::util::output_text(&out)
                 );
@@ -102,14 +106,27 @@ pub struct KernelResults {
 
 /// Runs test_progs with `argv` in `dir` on `target`, resuming after a test
 /// that hung or crashed the guest.
-pub fn run(
-    session: &mut Session,
-    target: &Target,
-    dir: &Path,
-    argv: &[String],
-    numbering: &Numbering,
-    stall: u64,
-) -> Result<KernelResults> {
+/// One runner on one kernel: where it runs, with what arguments, and (for
+/// test_progs) the numbering that lets a run resume after a crash.
+pub struct Job<'a> {
+    pub runner: Runner,
+    pub dir: &'a Path,
+    pub argv: &'a [String],
+    pub numbering: &'a Numbering,
+    pub stall: u64,
+}
+
+/// What one boot's output says, by runner.
+fn parse_output(runner: Runner, stdout: &str) -> parse::Parsed {
+    match runner {
+        Runner::Maps => others::parse_maps(stdout),
+        Runner::Verifier => others::parse_verifier(stdout),
+        _ => parse::parse(stdout),
+    }
+}
+
+pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelResults> {
+    let (argv, numbering, stall) = (job.argv, job.numbering, job.stall);
     let mut all = KernelResults {
         results: Vec::new(),
         vm_failure: None,
@@ -128,8 +145,8 @@ pub fn run(
             args.extend(["-d".to_string(), numbering.up_to(n).join(",")]);
         }
         session.output_stall = Some(stall);
-        let (ran, stdout, stderr) = boot_once(session, target, dir, &args, boot)?;
-        let parsed = parse::parse(&stdout);
+        let (ran, stdout, stderr) = boot_once(session, target, job, &args, boot)?;
+        let parsed = parse_output(job.runner, &stdout);
         all.accel = ran.accel.name().into();
         all.seconds += ran.outcome.elapsed.as_secs_f64();
         all.stderr_tail = crate::util::last_lines(&stderr, 8).replace('\n', " | ");
@@ -196,39 +213,39 @@ fn crash_message(cause: &str, outcome: &VmOutcome) -> String {
     parts.join(" | ")
 }
 
-/// One boot of test_progs; its output files are `test_progs-<kernel>-<boot>.*`.
+/// One boot of a runner; its output files are `<runner>-<kernel>-<boot>.*`.
 fn boot_once(
     session: &mut Session,
     target: &Target,
-    dir: &Path,
+    job: &Job,
     argv: &[String],
     boot: usize,
 ) -> Result<(GuestRun, String, String)> {
-    let stem = format!("test_progs-{}-{boot}", target.name);
+    let stem = format!("{}-{}-{boot}", job.runner.name(), target.name);
     let out = session.run_dir.join(format!("{stem}.out"));
     let err = session.run_dir.join(format!("{stem}.err"));
-    session.host_command = Some(command(dir, argv)?);
+    session.host_command = Some(command(job.dir, job.runner, argv)?);
     // Live, as test_progs prints it; parsed from the file afterwards.
     let ran =
         session.run_command_relayed(target, (&out, &err), std::io::stderr(), std::io::stderr())?;
     let read = |path: &Path| {
         fs::read(path)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .with_context(|| format!("reading test_progs's output {}", path.display()))
+            .with_context(|| format!("reading the runner's output {}", path.display()))
     };
     let (stdout, stderr) = (read(&out)?, read(&err)?);
     Ok((ran, stdout, stderr))
 }
 
 /// What the guest runs: test_progs in the kernel's own directory.
-fn command(dir: &Path, argv: &[String]) -> Result<HostCommand> {
+fn command(dir: &Path, runner: Runner, argv: &[String]) -> Result<HostCommand> {
     let dir = dir
         .to_str()
         .context("the cache path is not UTF-8; use --cache-dir with a UTF-8 path")?;
     // Line-buffered: test_progs's stdout is a file, and a test's lines
     // must arrive when it ends (the stall limit watches them).
     let mut full: Vec<String> = ["stdbuf", "-oL", "-eL"].map(String::from).to_vec();
-    full.push(format!("{dir}/test_progs"));
+    full.push(format!("{dir}/{}", runner.name()));
     full.extend(argv.iter().cloned());
     Ok(HostCommand {
         argv: full,

@@ -1,16 +1,53 @@
 //! `kselftest/ALLOWLIST` (the default set) and `kselftest/DENYLIST` (what
 //! cannot run in this VM), in the BPF CI's form: one test per line, each
-//! with its reason after `#`.
+//! with its reason after `#`. A plain name is a test of every test_progs
+//! flavor; `RUNNER:NAME` is one runner's (test_maps and test_verifier
+//! cannot be told which tests to run: theirs are whole-program lines in
+//! ALLOWLIST, and in DENYLIST a test whose result is then not counted; a
+//! test_verifier test is named by its description, spaces and all).
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-/// One line of a list: a test_progs name (or glob) and why it is listed.
+use super::runner::Runner;
+
+/// One line of a list: a test name (or glob), the runner it is of (None:
+/// every test_progs flavor), and why it is listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    pub runner: Option<Runner>,
     pub name: String,
     pub reason: String,
+}
+
+impl Entry {
+    /// Whether this entry is about `runner`'s tests.
+    pub fn of(&self, runner: Runner) -> bool {
+        match self.runner {
+            Some(r) => r == runner,
+            None => runner.is_test_progs(),
+        }
+    }
+
+    /// Whether a result of `runner` named `test` (without the runner's
+    /// prefix) is this entry's: by name, or for test_verifier by the
+    /// description after its `#N/u ` or `#N/p `.
+    pub fn names(&self, runner: Runner, test: &str) -> bool {
+        if !self.of(runner) {
+            return false;
+        }
+        let test = match runner {
+            Runner::Verifier => test.split_once(' ').map_or(test, |(_, d)| d),
+            _ => test,
+        };
+        test == self.name || test.starts_with(&format!("{}/", self.name))
+    }
+}
+
+/// The entries about `runner`.
+pub fn for_runner(entries: &[Entry], runner: Runner) -> Vec<Entry> {
+    entries.iter().filter(|e| e.of(runner)).cloned().collect()
 }
 
 pub const ALLOWLIST: &str = "ALLOWLIST";
@@ -39,19 +76,25 @@ pub fn parse(text: &str) -> Result<Vec<Entry>> {
         }
         let (name, reason) = line.split_once('#').unwrap_or((line, ""));
         let (name, reason) = (name.trim(), reason.trim());
+        let (runner, name) = match super::runner::split_result_name(name) {
+            Some((r, n)) => (Some(r), n),
+            None => (None, name),
+        };
         if reason.is_empty() {
             bail!(
                 "line {}: `{name}` has no reason; write `{name}  # why`",
                 i + 1
             );
         }
-        if name.contains(char::is_whitespace) || name.contains(',') {
+        let spaces_allowed = runner == Some(Runner::Verifier);
+        if (!spaces_allowed && name.contains(char::is_whitespace)) || name.contains(',') {
             bail!(
                 "line {}: `{name}` is not one test name (no spaces or commas)",
                 i + 1
             );
         }
         entries.push(Entry {
+            runner,
             name: name.to_string(),
             reason: reason.to_string(),
         });
@@ -79,6 +122,23 @@ mod tests {
         assert_eq!(e[0].name, "mmap");
         assert_eq!(e[0].reason, "the feature");
         assert_eq!(joined(&e), "mmap,ringbuf/ringbuf_n");
+    }
+
+    #[test]
+    fn entries_belong_to_test_progs_or_to_one_runner() {
+        let e = parse("mmap # a\ntest_maps:test_sockmap # b\ntest_verifier:bounds check on map # c\ntest_progs-cpuv4:arena_list # d\n").unwrap();
+        assert_eq!(e[0].runner, None);
+        assert!(e[0].of(Runner::NoAlu32) && !e[0].of(Runner::Maps));
+        assert!(e[0].names(Runner::TestProgs, "mmap/sub"));
+        assert!(
+            e[1].names(Runner::Maps, "test_sockmap")
+                && !e[1].names(Runner::TestProgs, "test_sockmap")
+        );
+        assert!(e[2].names(Runner::Verifier, "#7/p bounds check on map"));
+        assert!(!e[2].names(Runner::Verifier, "#7/p bounds check"));
+        assert_eq!(for_runner(&e, Runner::CpuV4).len(), 2);
+        assert_eq!(for_runner(&e, Runner::TestProgs).len(), 1);
+        assert!(parse("test_maps:a b # spaces only for test_verifier\n").is_err());
     }
 
     #[test]

@@ -9,7 +9,9 @@ pub mod compare;
 pub mod guest;
 pub mod leftout;
 pub mod lists;
+pub mod others;
 pub mod parse;
+pub mod runner;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ use anyhow::{bail, Context, Result};
 
 use self::build::KernelTree;
 use self::leftout::LeftOut;
+use self::runner::Runner;
 use crate::kernel::series::{Patch, Series, Variant};
 use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
 use crate::report::protocol::{Status, TestResult};
@@ -65,6 +68,7 @@ pub fn build_for(
     source: &SourceConfig,
     config: KernelConfig,
     targets: &[Target],
+    runners: &[Runner],
 ) -> Result<(Vec<PathBuf>, LeftOut)> {
     let kernels = targets
         .iter()
@@ -102,7 +106,7 @@ pub fn build_for(
         });
     say_which_tree(&series, &btf);
     let jobs = source.jobs;
-    let built = build::test_progs(&work, &btf.tree, &btf, jobs)?;
+    let built = build::test_progs(&work, &btf.tree, (&btf, runners), jobs)?;
     let dirs = kernels
         .iter()
         .map(|k| {
@@ -153,66 +157,103 @@ fn say_which_tree(series: &Series, btf: &KernelTree) {
     }
 }
 
-/// test_progs on one kernel: its results (the console check included) and
-/// why the VM failed, if it did.
+/// One runner's results on one kernel (named `<runner>:<test>`, its
+/// console check included), and why the VM failed, if it did.
+pub struct RunnerRun {
+    pub results: Vec<TestResult>,
+    pub accel: String,
+    pub seconds: f64,
+    pub vm_failure: Option<String>,
+}
+
+/// `runner` with `argv` on one kernel; `plan`: the tests it must report.
 pub fn run_on(
     session: &mut Session,
     target: &Target,
     dir: &Path,
-    argv: &[String],
+    (runner, argv): (Runner, &[String]),
     plan: &[String],
     stall: u64,
-) -> Result<(KernelRun, Option<String>)> {
-    let numbering = guest::Numbering::of(dir, argv)?;
-    let ran = guest::run(session, target, dir, argv, &numbering, stall)?;
-    let kr = kernel_run(target, ran, plan);
-    let path = session.run_dir.join(format!("{}.ktap", kr.0.kernel));
-    fs::write(&path, report::ktap(&kr.0)).with_context(|| format!("writing {}", path.display()))?;
-    Ok(kr)
+) -> Result<RunnerRun> {
+    // Only test_progs lists its tests, and can resume after one.
+    let numbering = if runner.is_test_progs() {
+        guest::Numbering::of(dir, runner, argv)?
+    } else {
+        guest::Numbering::default()
+    };
+    let job = guest::Job {
+        runner,
+        dir,
+        argv,
+        numbering: &numbering,
+        stall,
+    };
+    let ran = guest::run(session, target, &job)?;
+    Ok(runner_run(target, runner, ran, plan))
 }
 
-/// The results, a planned test never reported as not run, and a
-/// test_progs that ended without its summary as one crashed entry.
-fn kernel_run(
+/// The results, a planned test never reported as not run, and a runner
+/// that ended without its summary as one crashed entry named after it.
+fn runner_run(
     target: &Target,
+    runner: Runner,
     ran: guest::KernelResults,
     plan: &[String],
-) -> (KernelRun, Option<String>) {
+) -> RunnerRun {
     let mut results = ran.results;
     results.extend(parse::not_reported(&results, plan));
     let any_failed = results.iter().any(|r| r.status == Status::Fail);
     let (status, tail) = (&ran.status, &ran.stderr_tail);
+    for r in &mut results {
+        r.name = runner.result_name(&r.name);
+    }
     if !ran.summary_seen {
-        let why = ran.vm_failure.as_deref().unwrap_or("test_progs stopped");
+        let why = ran.vm_failure.as_deref().unwrap_or("the runner stopped");
         results.push(TestResult {
-            name: "test_progs".into(),
+            name: runner.name().into(),
             status: Status::Crashed,
             millis: 0,
             message: format!("no summary line (exit status {status}): {why} | {tail}"),
         });
     } else if status != "0" && !any_failed {
         results.push(TestResult {
-            name: "test_progs".into(),
+            name: runner.name().into(),
             status: Status::Fail,
             millis: 0,
             message: format!("exit status {status} with no failed test | {tail}"),
         });
     }
+    let c = Counts::of(&results);
+    eprintln!(
+        "== {} ({}) {}: {} in {:.1} s",
+        target.name,
+        ran.accel,
+        runner.name(),
+        c.closing_line(),
+        ran.seconds
+    );
+    RunnerRun {
+        results,
+        accel: ran.accel,
+        seconds: ran.seconds,
+        vm_failure: ran.vm_failure,
+    }
+}
+
+/// One kernel's runs, every runner's results in one report, and its KTAP
+/// file in the run's directory.
+pub fn kernel_run(session: &Session, target: &Target, runs: Vec<RunnerRun>) -> Result<KernelRun> {
     let kr = KernelRun {
         kernel: target.name.clone(),
-        accel: ran.accel,
-        results,
-        seconds: ran.seconds,
+        accel: runs
+            .first()
+            .map_or_else(|| "not booted".into(), |r| r.accel.clone()),
+        seconds: runs.iter().map(|r| r.seconds).sum(),
+        results: runs.into_iter().flat_map(|r| r.results).collect(),
     };
-    let c = Counts::of(&kr.results);
-    eprintln!(
-        "== {} ({}): {} in {:.1} s",
-        kr.kernel,
-        kr.accel,
-        c.closing_line(),
-        kr.seconds
-    );
-    (kr, ran.vm_failure)
+    let path = session.run_dir.join(format!("{}.ktap", kr.kernel));
+    fs::write(&path, report::ktap(&kr)).with_context(|| format!("writing {}", path.display()))?;
+    Ok(kr)
 }
 
 #[cfg(test)]
