@@ -257,6 +257,10 @@ pub struct KselftestArgs {
         value_name = "NAME"
     )]
     pub runners: Vec<crate::kselftest::runner::Runner>,
+    /// test_progs's parallel mode (-j): N workers in the guest. A boot that
+    /// dies is followed by serial ones, which name the test that killed it.
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
     /// Build test_progs and the test modules, boot nothing.
     #[arg(long)]
     pub build_only: bool,

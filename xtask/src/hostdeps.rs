@@ -111,6 +111,18 @@ pub const KSELFTEST: &[Dep] = &[
     tool("rsync", "rsync"),
 ];
 
+/// What the BPF selftests call in the guest, from the host's root over
+/// the share (`SYS("ip ...")` and the like in prog_tests/).
+pub const KSELFTEST_RUN: &[Dep] = &[
+    tool("ip", "iproute2"),
+    tool("tc", "iproute2"),
+    tool("ethtool", "ethtool"),
+    tool("iptables-legacy", "iptables"),
+    tool("nft", "nftables"),
+    tool("ping", "iputils-ping"),
+    tool("sysctl", "procps"),
+];
+
 /// What booting a kernel needs.
 pub const BOOT: &[Dep] = &[tool("qemu-system-x86_64", "qemu-system-x86")];
 
@@ -144,6 +156,7 @@ const DECLARED: &[&[Dep]] = &[
     WORKFLOW_LINT,
     SHARE_TESTS,
     KSELFTEST,
+    KSELFTEST_RUN,
     BOOT,
     VIRTIOFSD_BUILD,
 ];

@@ -211,6 +211,7 @@ fn tools_for(steps: &[Step], cache_dir: Option<&Path>) -> Result<Vec<(String, St
     }
     if steps.iter().any(|s| s.id.starts_with("kselftest")) {
         deps.extend_from_slice(hostdeps::KSELFTEST);
+        deps.extend_from_slice(hostdeps::KSELFTEST_RUN);
     }
     hostdeps::ensure(&deps).context("checking the host tools")?;
     // The share tests and test_progs use virtiofs; a missing virtiofsd is

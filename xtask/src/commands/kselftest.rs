@@ -25,6 +25,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     deps.extend_from_slice(hostdeps::KSELFTEST);
     if !args.build_only {
         deps.extend_from_slice(hostdeps::BOOT);
+        deps.extend_from_slice(hostdeps::KSELFTEST_RUN);
     }
     hostdeps::ensure(&deps).context("checking the host tools for the BPF selftests")?;
     if !args.build_only {
@@ -60,7 +61,8 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
             let plan = lists.plan(&args, runner);
             let argv = lists.argv(&args, runner, &plan)?;
             eprintln!("== {}: {} {}", target.name, runner.name(), argv.join(" "));
-            match kselftest::run_on(&mut session, target, dir, (runner, &argv), &plan, stall) {
+            let limits = (stall, args.parallel);
+            match kselftest::run_on(&mut session, target, dir, (runner, &argv), &plan, limits) {
                 Ok(mut run) => {
                     if let Some(why) = &run.vm_failure {
                         eprintln!(

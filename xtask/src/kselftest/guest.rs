@@ -114,6 +114,9 @@ pub struct Job<'a> {
     pub argv: &'a [String],
     pub numbering: &'a Numbering,
     pub stall: u64,
+    /// test_progs's workers (`-j`); a parallel boot that dies is followed
+    /// by serial ones, which can name the test that killed it.
+    pub parallel: Option<usize>,
 }
 
 /// What one boot's output says, by runner.
@@ -136,13 +139,23 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         summary_seen: false,
         status: "?".into(),
     };
-    // Tests up to this number are done (or hung): denied in later boots.
+    // Tests up to this number are done (or hung), and tests a parallel
+    // boot reported: denied in later boots.
     let mut done: Option<usize> = None;
+    let mut reported: Vec<String> = Vec::new();
+    let mut parallel = job.parallel.filter(|_| job.runner.is_test_progs());
     let mut consoles = Vec::new();
     for boot in 1.. {
         let mut args = argv.to_vec();
-        if let Some(n) = done {
-            args.extend(["-d".to_string(), numbering.up_to(n).join(",")]);
+        let mut deny: Vec<String> = done.map_or_else(Vec::new, |n| {
+            numbering.up_to(n).into_iter().map(str::to_string).collect()
+        });
+        deny.extend(reported.iter().cloned());
+        if !deny.is_empty() {
+            args.extend(["-d".to_string(), deny.join(",")]);
+        }
+        if let Some(n) = parallel {
+            args.push(format!("-j{n}"));
         }
         session.output_stall = Some(stall);
         let (ran, stdout, stderr) = boot_once(session, target, job, &args, boot)?;
@@ -161,6 +174,16 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         let timed_out = matches!(ran.outcome.end, VmEnd::Timeout);
         // A guest that never booted stopped no test: that is the VM's.
         let booted = ran.outcome.boot_secs.is_some();
+        if parallel.is_some() && !all.summary_seen && !timed_out && booted {
+            let cause = why.lines().next().unwrap_or_default();
+            eprintln!(
+                "== {}: a parallel boot stopped ({cause}); the rest runs serially, to name the test",
+                target.name
+            );
+            reported = top_level_names(&all.results);
+            parallel = None;
+            continue;
+        }
         match numbering.next_after(last) {
             Some((n, name)) if !all.summary_seen && !timed_out && booted => {
                 let cause = why.lines().next().unwrap_or_default();
@@ -193,6 +216,18 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
     console.name = super::CONSOLE_CHECK.into();
     all.results.push(console);
     Ok(all)
+}
+
+/// The tests (not subtests) that have a result, each once.
+fn top_level_names(results: &[TestResult]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in results {
+        let top = r.name.split('/').next().unwrap_or(&r.name).to_string();
+        if top != super::CONSOLE_CHECK && !names.contains(&top) {
+            names.push(top);
+        }
+    }
+    names
 }
 
 /// What a crashed test's KTAP diagnostics and JUnit error carry: the

@@ -173,7 +173,7 @@ pub fn run_on(
     dir: &Path,
     (runner, argv): (Runner, &[String]),
     plan: &[String],
-    stall: u64,
+    (stall, parallel): (u64, Option<usize>),
 ) -> Result<RunnerRun> {
     // Only test_progs lists its tests, and can resume after one.
     let numbering = if runner.is_test_progs() {
@@ -187,6 +187,7 @@ pub fn run_on(
         argv,
         numbering: &numbering,
         stall,
+        parallel,
     };
     let ran = guest::run(session, target, &job)?;
     Ok(runner_run(target, runner, ran, plan))
