@@ -44,6 +44,9 @@ pub enum Command {
     /// checks, the kernels and test_progs, vmtest and kselftest on every
     /// kernel (and the debug ones), the fault and share tests, bench.
     Ci(CiArgs),
+    /// Pack what ci's test steps need (bzImages, test_progs run
+    /// directories) apart from the cache, for a CI workflow's test jobs.
+    Bundle(BundleArgs),
     /// Prove the install steps: README's commands from a fresh clone in a
     /// minimal Debian root with an empty cache (as root).
     FreshRoot(FreshRootArgs),
@@ -122,6 +125,10 @@ pub struct VmArgs {
     /// kept.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
+    /// Take the kernels (and test_progs) from this bundle, made by `cargo
+    /// xtask bundle`, and build nothing.
+    #[arg(long, value_name = "DIR", env = crate::kernel::bundle::BUNDLE_ENV)]
+    pub bundle: Option<PathBuf>,
     /// Harness self-test: make the guest panic, warn, hang or flood before
     /// or after its program, or crash|freeze|stall:TEST when TEST starts.
     #[arg(long, hide = true)]
@@ -214,6 +221,7 @@ impl VmArgs {
             accel: self.accel,
             claim: self.claim.clone(),
             timeout: self.timeout,
+            bundle: self.bundle.clone(),
         }
     }
 }
@@ -303,6 +311,18 @@ pub struct CiArgs {
     /// `--step build,vmtest-patched`: the workflow's jobs each run some.
     #[arg(long, value_delimiter = ',', value_name = "ID")]
     pub step: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BundleArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The kernels' configuration.
+    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
+    pub kernel_config: KernelConfig,
+    /// Where to write it (made afresh).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -44,6 +44,7 @@ fn main() -> std::process::ExitCode {
         Command::Kselftest(args) => commands::kselftest::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Ci(args) => commands::ci::run(args),
+        Command::Bundle(args) => commands::bundle::run(args),
         Command::FreshRoot(args) => commands::fresh_root::run(args),
     };
     match result {

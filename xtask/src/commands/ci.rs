@@ -464,6 +464,91 @@ mod tests {
         }
     }
 
+    /// Whether a step only boots kernels (and runs test programs) it can take
+    /// from a bundle (`cargo xtask bundle`), rather than building them.
+    fn boots_from_bundle(step: &Step) -> bool {
+        let sub = step.args.first().map(String::as_str);
+        step.program != "cargo"
+            && matches!(sub, Some("vmtest" | "kselftest" | "bench"))
+            && !step.args.iter().any(|a| a == "--build-only")
+    }
+
+    /// The jobs of a workflow by name, each with its lines.
+    fn jobs(text: &str) -> Vec<(String, String)> {
+        let mut jobs: Vec<(String, String)> = Vec::new();
+        let body = text.split_once("\njobs:\n").map_or("", |(_, b)| b);
+        for line in body.lines() {
+            let top = line.starts_with("  ") && !line.starts_with("   ");
+            match line.trim().strip_suffix(':') {
+                Some(name) if top => jobs.push((name.to_string(), String::new())),
+                _ => {
+                    if let Some((_, lines)) = jobs.last_mut() {
+                        lines.push_str(line);
+                        lines.push('\n');
+                    }
+                }
+            }
+        }
+        jobs
+    }
+
+    /// The steps that boot from the bundle get it, and those that build
+    /// get the cache; the bundle holds every kernel they boot.
+    #[test]
+    fn the_workflow_hands_each_test_step_the_bundle_or_the_cache() {
+        let text = std::fs::read_to_string(project::root().join(WORKFLOW)).unwrap();
+        assert!(
+            text.contains("run: cargo xtask bundle --out bundle"),
+            "the build job makes it"
+        );
+        assert!(text.contains("uses: actions/upload-artifact@v4\n        with:\n          name: bundle\n          path: bundle\n"));
+        let all = steps(&args(), "/x/xtask");
+        for (job, lines) in jobs(&text) {
+            for id in workflow_step_ids(&lines) {
+                let step = all.iter().find(|s| s.id == id).unwrap();
+                let bundled = lines.contains("uses: actions/download-artifact@v4\n        with:\n          name: bundle\n          path: bundle\n")
+                    && lines.contains("BPFLAB_BUNDLE: ${{ github.workspace }}/bundle");
+                let cached = lines.contains("uses: actions/cache");
+                match (boots_from_bundle(step), job.as_str()) {
+                    (true, _) => assert!(
+                        bundled && !cached,
+                        "job {job}: step {id} boots from the bundle"
+                    ),
+                    (false, "checks") => {}
+                    (false, _) => assert!(
+                        cached && !bundled,
+                        "job {job}: step {id} builds and needs the cache"
+                    ),
+                }
+            }
+        }
+        let series = crate::kernel::series::Series::load(&project::root().join("patches")).unwrap();
+        let spec = |words: &str, debug| {
+            let w: Vec<String> = words.split(',').map(str::to_string).collect();
+            crate::kernel::specs_for(&w, &series, crate::kernel::KernelConfig::Lean, debug).unwrap()
+        };
+        let bundled: Vec<_> = super::super::bundle::KERNELS
+            .iter()
+            .flat_map(|(w, d)| spec(w, *d))
+            .collect();
+        for step in all.iter().filter(|s| boots_from_bundle(s)) {
+            let words = step
+                .args
+                .iter()
+                .skip_while(|a| *a != "--kernel")
+                .nth(1)
+                .map_or("all", String::as_str);
+            for k in spec(words, step.args.iter().any(|a| a == "--debug")) {
+                assert!(
+                    bundled.contains(&k),
+                    "step {} boots {}, which the bundle lacks",
+                    step.id,
+                    k.name()
+                );
+            }
+        }
+    }
+
     #[test]
     fn step_ids_are_read_from_commands_and_the_matrix() {
         let text = "

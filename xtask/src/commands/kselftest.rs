@@ -46,7 +46,12 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         targets,
         mut session,
     } = session::prepare(&source, &boot, "kselftest")?;
-    let (run_dirs, left_out) = kselftest::build_for(&source, boot.config, &targets, &runners)?;
+    let (run_dirs, left_out) = kselftest::build_for(
+        &source,
+        (boot.config, boot.bundle.as_deref()),
+        &targets,
+        &runners,
+    )?;
     kselftest::check_default_set_built(&progs_plan, &left_out)?;
     if args.build_only {
         return Ok(ExitCode::SUCCESS);

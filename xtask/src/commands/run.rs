@@ -46,6 +46,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         accel: args.accel,
         claim: Flavor::patched().name().to_string(),
         timeout: args.timeout,
+        bundle: None,
     };
     let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;

@@ -3,6 +3,7 @@
 //! build, and the manifest that records what was built.
 
 pub mod apply;
+pub mod bundle;
 pub mod cache;
 pub mod hygiene;
 pub mod kbuild;

@@ -161,7 +161,7 @@ pub fn test_progs(
             return Err(err.context("building test_progs"));
         }
         left.stamp = stamp(&btf_id, &original, &left)?;
-        write_atomic(&work.join(LEFT_OUT), &serde_json::to_vec_pretty(&left)?)?;
+        save_left_out(work, &left)?;
     }
     if let Some(r) = runners.iter().find(|r| !out.join(r.name()).is_file()) {
         bail!(
@@ -198,8 +198,14 @@ fn stamp(btf_id: &str, selftests: &Path, left: &LeftOut) -> Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
+/// Writes what was left out into `dir`.
+pub fn save_left_out(dir: &Path, left: &LeftOut) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_atomic(&dir.join(LEFT_OUT), &serde_json::to_vec_pretty(left)?)
+}
+
 /// What the last build left out, if it recorded anything.
-fn load_left_out(work: &Path) -> Result<Option<LeftOut>> {
+pub fn load_left_out(work: &Path) -> Result<Option<LeftOut>> {
     let path = work.join(LEFT_OUT);
     let Some(bytes) =
         gone_is_none(fs::read(&path)).with_context(|| format!("reading {}", path.display()))?

@@ -66,10 +66,13 @@ pub fn describe_progs(left_out: &LeftOut) -> String {
 /// cache locked; returns each kernel's directory to run test_progs in.
 pub fn build_for(
     source: &SourceConfig,
-    config: KernelConfig,
+    (config, bundle): (KernelConfig, Option<&Path>),
     targets: &[Target],
     runners: &[Runner],
 ) -> Result<(Vec<PathBuf>, LeftOut)> {
+    if let Some(bundle) = bundle {
+        return from_bundle(bundle, config, targets);
+    }
     let kernels = targets
         .iter()
         .map(|t| match &t.vmlinux {
@@ -115,6 +118,32 @@ pub fn build_for(
         })
         .collect::<Result<_>>()?;
     Ok((dirs, built.left_out))
+}
+
+/// The run directories of `targets` and what was left out, from a bundle.
+fn from_bundle(
+    bundle: &Path,
+    config: KernelConfig,
+    targets: &[Target],
+) -> Result<(Vec<PathBuf>, LeftOut)> {
+    let dir = kernel::bundle::kselftest_dir(bundle, config);
+    let dirs = targets
+        .iter()
+        .map(|t| {
+            let run = dir.join("run").join(&t.name);
+            if run.is_dir() {
+                Ok(run)
+            } else {
+                bail!(
+                    "the bundle {} has no test programs for {} ({} is missing); make it with `cargo xtask bundle`",
+                    bundle.display(),
+                    t.name,
+                    run.display()
+                )
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok((dirs, build::load_left_out(&dir)?.unwrap_or_default()))
 }
 
 /// The first variant with every change the series makes under tools/ (the

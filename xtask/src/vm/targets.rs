@@ -28,6 +28,9 @@ pub struct BootConfig {
     pub claim: String,
     /// Seconds before the guest is killed; None: the default limits.
     pub timeout: Option<u64>,
+    /// Take the kernels from this bundle (`kernel::bundle`), building
+    /// nothing.
+    pub bundle: Option<PathBuf>,
 }
 
 /// A kernel ready to boot.
@@ -82,6 +85,11 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
             }
         }
     }
+    if let Some(bundle) = &vm.bundle {
+        for (i, spec) in specs.drain(..) {
+            out.push((i, from_bundle(bundle, spec)?));
+        }
+    }
     // Held until the built kernels are copied out of the cache.
     let mut lock = None;
     if !specs.is_empty() {
@@ -113,6 +121,26 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
         }
     }
     Ok(targets)
+}
+
+/// A kernel of `spec` from a bundle.
+fn from_bundle(bundle: &Path, spec: KernelSpec) -> Result<Target> {
+    let name = spec.name();
+    let bzimage = kernel::bundle::image(bundle, &name);
+    if !bzimage.is_file() {
+        bail!(
+            "the bundle {} has no {name} kernel ({} is missing); make it with `cargo xtask bundle`",
+            bundle.display(),
+            bzimage.display()
+        );
+    }
+    Ok(Target {
+        name,
+        bzimage,
+        flavor: spec.flavor,
+        debug: spec.debug,
+        vmlinux: None,
+    })
 }
 
 /// Before anything is built: every kernel `--kernel` names must be one the

@@ -1,0 +1,83 @@
+//! `cargo xtask bundle`: packs what the test steps of `ci` need, apart
+//! from the cache (see `kernel::bundle`): the bzImages of the kernels
+//! they boot, and each kernel's test_progs run directory with its files.
+//! A CI workflow's build job makes it; its test jobs download it.
+
+use std::fs;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use crate::cli::BundleArgs;
+use crate::kernel::series::Series;
+use crate::kernel::{self, bundle};
+use crate::kselftest::{self, runner::Runner};
+use crate::vm::targets::Target;
+use crate::{hostdeps, project};
+
+/// What the test steps boot: every kernel, and the debug ones of the
+/// series' variants.
+pub const KERNELS: &[(&str, bool)] = &[("all", false), ("patched,prefault", true)];
+
+pub fn run(args: BundleArgs) -> Result<ExitCode> {
+    let source = args.source.config()?;
+    let mut deps = hostdeps::kernel_build(&source);
+    deps.extend_from_slice(hostdeps::KSELFTEST);
+    hostdeps::ensure(&deps).context("checking the host tools for the bundle")?;
+    let out = &args.out;
+    if out.exists() {
+        fs::remove_dir_all(out).with_context(|| format!("removing the old {}", out.display()))?;
+    }
+    let series = Series::load(&source.patches)?;
+    let mut targets = Vec::new();
+    for (words, debug) in KERNELS {
+        let words: Vec<String> = words.split(',').map(str::to_string).collect();
+        let specs = kernel::specs_for(&words, &series, args.kernel_config, *debug)?;
+        let manifest = kernel::build(&source, &specs)?;
+        for (spec, info) in specs.into_iter().zip(manifest.kernels) {
+            let to = bundle::image(out, &info.name);
+            copy(&info.bzimage, &to)?;
+            targets.push(Target {
+                name: info.name,
+                bzimage: to,
+                flavor: spec.flavor,
+                debug: spec.debug,
+                vmlinux: Some(info.vmlinux),
+            });
+        }
+    }
+    let config = (args.kernel_config, None);
+    let (dirs, left_out) = kselftest::build_for(&source, config, &targets, &Runner::ALL)?;
+    let dest = bundle::kselftest_dir(out, args.kernel_config);
+    for (t, dir) in targets.iter().zip(&dirs) {
+        copy_dereferenced(dir, &dest.join("run").join(&t.name))?;
+    }
+    kselftest::build::save_left_out(&dest, &left_out)?;
+    let sh = project::shell()?;
+    let sizes = xshell::cmd!(sh, "du -sh {out}/kernels {dest}").read()?;
+    crate::status!(
+        "bundle",
+        "{} kernels in {}:\n{sizes}",
+        targets.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to.parent().context("a path without a parent")?)?;
+    fs::copy(from, to)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
+
+/// `from` as real files at `to` (a run directory is mostly links into
+/// the cache, which a test job does not have).
+fn copy_dereferenced(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to.parent().context("a path without a parent")?)?;
+    let sh = project::shell()?;
+    xshell::cmd!(sh, "cp -rL {from} {to}")
+        .run()
+        .with_context(|| format!("copying {} into the bundle", from.display()))
+}
