@@ -128,8 +128,84 @@ fn parse_output(runner: Runner, stdout: &str) -> parse::Parsed {
     }
 }
 
+/// Where a run stands between boots: which tests later boots deny, and
+/// whether they run in parallel.
+struct Resume<'a> {
+    numbering: &'a Numbering,
+    /// Tests up to this number are done (or hung).
+    done: Option<usize>,
+    /// Tests a parallel boot reported.
+    reported: Vec<String>,
+    parallel: Option<usize>,
+}
+
+impl Resume<'_> {
+    /// The next boot's arguments.
+    fn args(&self, argv: &[String]) -> Vec<String> {
+        let mut args = argv.to_vec();
+        let mut deny: Vec<String> = self.done.map_or_else(Vec::new, |n| {
+            self.numbering
+                .up_to(n)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        });
+        deny.extend(self.reported.iter().cloned());
+        if !deny.is_empty() {
+            args.extend(["-d".to_string(), deny.join(",")]);
+        }
+        if let Some(n) = self.parallel {
+            args.push(format!("-j{n}"));
+        }
+        args
+    }
+
+    /// After a boot the VM failed, whether another boot can go on past
+    /// what stopped it: a parallel boot is followed by serial ones, a
+    /// serial one resumes after the test that was running (reported as
+    /// crashed). False: the failure ends the run.
+    fn past(
+        &mut self,
+        target: &Target,
+        all: &mut KernelResults,
+        ran: &GuestRun,
+        last: usize,
+    ) -> bool {
+        let why = ran.vm_failure.as_deref().unwrap_or_default();
+        let cause = why.lines().next().unwrap_or_default();
+        let timed_out = matches!(ran.outcome.end, VmEnd::Timeout);
+        // A guest that never booted stopped no test: that is the VM's.
+        let booted = ran.outcome.boot_secs.is_some();
+        if all.summary_seen || timed_out || !booted {
+            return false;
+        }
+        if self.parallel.take().is_some() {
+            eprintln!(
+                "== {}: a parallel boot stopped ({cause}); the rest runs serially, to name the test",
+                target.name
+            );
+            self.reported = top_level_names(&all.results);
+            return true;
+        }
+        let Some((n, name)) = self.numbering.next_after(last) else {
+            return false;
+        };
+        eprintln!(
+            "== {}: {name} stopped the guest ({cause}); resuming after it",
+            target.name
+        );
+        all.results.push(TestResult {
+            name: name.to_string(),
+            status: Status::Crashed,
+            millis: 0,
+            message: crash_message(cause, &ran.outcome),
+        });
+        self.done = Some(n);
+        true
+    }
+}
+
 pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelResults> {
-    let (argv, numbering, stall) = (job.argv, job.numbering, job.stall);
     let mut all = KernelResults {
         results: Vec::new(),
         vm_failure: None,
@@ -139,25 +215,16 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         summary_seen: false,
         status: "?".into(),
     };
-    // Tests up to this number are done (or hung), and tests a parallel
-    // boot reported: denied in later boots.
-    let mut done: Option<usize> = None;
-    let mut reported: Vec<String> = Vec::new();
-    let mut parallel = job.parallel.filter(|_| job.runner.is_test_progs());
+    let mut resume = Resume {
+        numbering: job.numbering,
+        done: None,
+        reported: Vec::new(),
+        parallel: job.parallel.filter(|_| job.runner.is_test_progs()),
+    };
     let mut consoles = Vec::new();
     for boot in 1.. {
-        let mut args = argv.to_vec();
-        let mut deny: Vec<String> = done.map_or_else(Vec::new, |n| {
-            numbering.up_to(n).into_iter().map(str::to_string).collect()
-        });
-        deny.extend(reported.iter().cloned());
-        if !deny.is_empty() {
-            args.extend(["-d".to_string(), deny.join(",")]);
-        }
-        if let Some(n) = parallel {
-            args.push(format!("-j{n}"));
-        }
-        session.output_stall = Some(stall);
+        session.output_stall = Some(job.stall);
+        let args = resume.args(job.argv);
         let (ran, stdout, stderr) = boot_once(session, target, job, &args, boot)?;
         let parsed = parse_output(job.runner, &stdout);
         all.accel = ran.accel.name().into();
@@ -165,44 +232,15 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         all.stderr_tail = crate::util::last_lines(&stderr, 8).replace('\n', " | ");
         all.status = status_of(&ran);
         all.summary_seen = parsed.summary.is_some();
-        let last = parse::last_number(&stdout).max(done.unwrap_or(0));
+        let last = parse::last_number(&stdout).max(resume.done.unwrap_or(0));
         all.results.extend(parsed.results);
         consoles.push(judge::console_check(&ran.outcome, &all.results));
-        let Some(why) = ran.vm_failure.clone() else {
+        if ran.vm_failure.is_none() {
             break;
-        };
-        let timed_out = matches!(ran.outcome.end, VmEnd::Timeout);
-        // A guest that never booted stopped no test: that is the VM's.
-        let booted = ran.outcome.boot_secs.is_some();
-        if parallel.is_some() && !all.summary_seen && !timed_out && booted {
-            let cause = why.lines().next().unwrap_or_default();
-            eprintln!(
-                "== {}: a parallel boot stopped ({cause}); the rest runs serially, to name the test",
-                target.name
-            );
-            reported = top_level_names(&all.results);
-            parallel = None;
-            continue;
         }
-        match numbering.next_after(last) {
-            Some((n, name)) if !all.summary_seen && !timed_out && booted => {
-                let cause = why.lines().next().unwrap_or_default();
-                eprintln!(
-                    "== {}: {name} stopped the guest ({cause}); resuming after it",
-                    target.name
-                );
-                all.results.push(TestResult {
-                    name: name.to_string(),
-                    status: Status::Crashed,
-                    millis: 0,
-                    message: crash_message(cause, &ran.outcome),
-                });
-                done = Some(n);
-            }
-            _ => {
-                all.vm_failure = Some(why);
-                break;
-            }
+        if !resume.past(target, &mut all, &ran, last) {
+            all.vm_failure = ran.vm_failure;
+            break;
         }
     }
     // One console check per kernel, whatever the number of boots: the
