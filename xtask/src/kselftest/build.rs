@@ -247,8 +247,12 @@ fn leave_out_failures(selftests: &Path, log: &str, left: &mut LeftOut) -> Result
         left.progs.push((prog, why));
         found = true;
     }
-    for test in tests {
-        found |= left.tests.insert(test);
+    for (test, why) in tests {
+        if left.tests.insert(test.clone()) {
+            crate::status!("kselftest", "leaving out prog_tests/{test}.c: {why}");
+            left.test_errors.push((test, why));
+            found = true;
+        }
     }
     Ok(found)
 }

@@ -19,13 +19,17 @@ pub struct LeftOut {
     pub progs: Vec<(String, String)>,
     /// prog_tests sources (`prog_tests/NAME.c`) by NAME.
     pub tests: BTreeSet<String>,
+    /// Those of `tests` that failed to compile themselves, with the
+    /// compiler's first complaint (the rest load a left-out program).
+    #[serde(default)]
+    pub test_errors: Vec<(String, String)>,
 }
 
 /// What a failed `make -k` could not build: BPF objects (by program
 /// name, with the first error seen for each) and test objects.
-pub fn failures(log: &str) -> (Vec<(String, String)>, Vec<String>) {
+pub fn failures(log: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
     let mut progs: Vec<(String, String)> = Vec::new();
-    let mut tests = Vec::new();
+    let mut tests: Vec<(String, String)> = Vec::new();
     for line in log.lines() {
         let Some(target) = failed_target(line) else {
             continue;
@@ -33,10 +37,16 @@ pub fn failures(log: &str) -> (Vec<(String, String)>, Vec<String>) {
         let file = target.rsplit('/').next().unwrap_or(target);
         if let Some(name) = file.strip_suffix(".bpf.o") {
             if !progs.iter().any(|(p, _)| p == name) {
-                progs.push((name.to_string(), first_error(log, name)));
+                progs.push((
+                    name.to_string(),
+                    first_error(log, &format!("progs/{name}.c:")),
+                ));
             }
         } else if let Some(name) = file.strip_suffix(".test.o") {
-            tests.push(name.to_string());
+            if !tests.iter().any(|(t, _)| t == name) {
+                let why = first_error(log, &format!("prog_tests/{name}.c:"));
+                tests.push((name.to_string(), why));
+            }
         }
     }
     (progs, tests)
@@ -52,11 +62,11 @@ fn failed_target(line: &str) -> Option<&str> {
     Some(inside.rsplit(": ").next().unwrap_or(inside))
 }
 
-/// The first `progs/NAME.c:L:C: error: ...` of the log, without place.
-fn first_error(log: &str, name: &str) -> String {
-    let prefix = format!("progs/{name}.c:");
+/// The first `<prefix>L:C: error: ...` (or `fatal error:`) of the log,
+/// without its place; the lines may carry the path before `prefix`.
+fn first_error(log: &str, prefix: &str) -> String {
     log.lines()
-        .filter(|l| l.starts_with(&prefix))
+        .filter(|l| l.starts_with(prefix) || l.contains(&format!("/{prefix}")))
         .find_map(|l| l.split_once(" error: ").map(|(_, e)| e.trim().to_string()))
         .unwrap_or_else(|| "did not compile".to_string())
 }
@@ -137,7 +147,9 @@ progs/bpf_dctcp.c:199:40: error: use of undeclared identifier 'ICSK_ACK_TIMER'
 progs/bpf_dctcp.c:203:37: error: use of undeclared identifier 'ICSK_ACK_NOW'
 make: *** [Makefile:752: /c/out/bpf_dctcp.bpf.o] Error 1
 make: *** [Makefile:752: /c/out/cgroup_iter.bpf.o] Error 1
+/t/bpf/prog_tests/bpf_attr_size.c:8:10: fatal error: 'cgroup_skb_direct_packet_access.skel.h' file not found
 make: *** [Makefile:700: /c/out/sockmap.test.o] Error 1
+make: *** [Makefile:700: /c/out/bpf_attr_size.test.o] Error 1
 make: *** [Makefile:753: test_progs-extras] Error 127
 make: *** Waiting for unfinished jobs....
 ";
@@ -155,7 +167,16 @@ make: *** Waiting for unfinished jobs....
                 ("cgroup_iter".to_string(), "did not compile".to_string()),
             ]
         );
-        assert_eq!(tests, ["sockmap"]);
+        assert_eq!(
+            tests,
+            [
+                ("sockmap".to_string(), "did not compile".to_string()),
+                (
+                    "bpf_attr_size".to_string(),
+                    "'cgroup_skb_direct_packet_access.skel.h' file not found".to_string()
+                )
+            ]
+        );
     }
 
     #[test]

@@ -53,13 +53,17 @@ pub fn check_default_set_built(plan: &[String], left_out: &LeftOut) -> Result<()
     Ok(())
 }
 
+/// Why each left-out file is: the programs' and tests' first complaints.
 pub fn describe_progs(left_out: &LeftOut) -> String {
-    left_out
+    let progs = left_out
         .progs
         .iter()
-        .map(|(p, why)| format!("{p}.bpf.o: {why}"))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .map(|(p, why)| format!("{p}.bpf.o: {why}"));
+    let tests = left_out
+        .test_errors
+        .iter()
+        .map(|(t, why)| format!("prog_tests/{t}.c: {why}"));
+    progs.chain(tests).collect::<Vec<_>>().join("; ")
 }
 
 /// Builds test_progs once and the test modules for each kernel, with the
