@@ -189,7 +189,12 @@ fn finish(
             patched: *patched,
         })
         .collect();
-    let table = compare::table(&sides, !strict);
+    // Every row that is not a pass or a skip everywhere, then the counts.
+    let table = format!(
+        "{}\n{}",
+        compare::table(&sides, true),
+        compare::runner_summary(&sides)
+    );
     let findings = compare::findings(&sides);
     let mut verdict = compare::verdict(&findings);
     let default_set_failed = strict && findings.any();

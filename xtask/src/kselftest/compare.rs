@@ -152,6 +152,46 @@ pub fn table(sides: &[Side], only_bad: bool) -> String {
     out
 }
 
+/// Per runner (the `<runner>:` of result names), each kernel's counts:
+/// `test_progs  base 48 ok, 2 FAIL, 1 skip  patched ...`.
+pub fn runner_summary(sides: &[Side]) -> String {
+    let mut runners: Vec<&str> = Vec::new();
+    for s in sides {
+        for r in &s.run.results {
+            let runner = r.name.split_once(':').map_or(r.name.as_str(), |(p, _)| p);
+            if !runners.contains(&runner) {
+                runners.push(runner);
+            }
+        }
+    }
+    let width = runners.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for runner in runners {
+        write!(out, "{runner:width$}").unwrap();
+        for s in sides {
+            let of_runner: Vec<Status> = s
+                .run
+                .results
+                .iter()
+                .filter(|r| r.name.split_once(':').map_or(r.name.as_str(), |(p, _)| p) == runner)
+                .map(|r| r.status)
+                .collect();
+            let n = |st: Status| of_runner.iter().filter(|x| **x == st).count();
+            let bad = of_runner.len() - n(Status::Pass) - n(Status::Skip);
+            write!(
+                out,
+                "  {}: {} ok, {bad} bad, {} skip",
+                s.run.kernel,
+                n(Status::Pass),
+                n(Status::Skip)
+            )
+            .unwrap();
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The lines that say what the comparison means, for the end of a run.
 pub fn verdict(f: &Findings) -> Vec<String> {
     let groups: [(&[String], &str); 4] = [
@@ -250,6 +290,28 @@ mod tests {
             "{t}"
         );
         assert!(verdict(&f)[0].starts_with("REGRESSION: 1 test(s)"));
+    }
+
+    #[test]
+    fn each_runner_is_counted_per_kernel() {
+        use Status::*;
+        let base = run(
+            "base",
+            &[
+                ("test_maps:a", Pass),
+                ("test_verifier:#1/p x", Fail),
+                ("test_maps:b", Skip),
+            ],
+        );
+        let patched = run(
+            "patched",
+            &[("test_maps:a", Pass), ("test_verifier:#1/p x", Pass)],
+        );
+        let s = runner_summary(&pair(&base, &patched));
+        assert_eq!(
+            s,
+            "test_maps      base: 1 ok, 0 bad, 1 skip  patched: 1 ok, 0 bad, 0 skip\ntest_verifier  base: 0 ok, 1 bad, 0 skip  patched: 1 ok, 0 bad, 0 skip\n"
+        );
     }
 
     #[test]
