@@ -25,11 +25,14 @@ pub struct LeftOut {
     pub test_errors: Vec<(String, String)>,
 }
 
+/// Files by name, each with the compiler's first complaint.
+pub type Complaints = Vec<(String, String)>;
+
 /// What a failed `make -k` could not build: BPF objects (by program
-/// name, with the first error seen for each) and test objects.
-pub fn failures(log: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
-    let mut progs: Vec<(String, String)> = Vec::new();
-    let mut tests: Vec<(String, String)> = Vec::new();
+/// name) and test objects, each with the first error seen for it.
+pub fn failures(log: &str) -> (Complaints, Complaints) {
+    let mut progs = Complaints::new();
+    let mut tests = Complaints::new();
     for line in log.lines() {
         let Some(target) = failed_target(line) else {
             continue;
