@@ -174,6 +174,28 @@ impl Lists {
     }
 }
 
+/// Every skipped test, by kernel, so that none goes unnamed.
+fn skipped(runs: &[(KernelRun, bool)]) -> String {
+    let mut out = String::new();
+    for (run, _) in runs {
+        let names: Vec<&str> = run
+            .results
+            .iter()
+            .filter(|r| r.status == crate::report::protocol::Status::Skip)
+            .map(|r| r.name.as_str())
+            .collect();
+        if !names.is_empty() {
+            out += &format!(
+                "skipped on {} ({}): {}\n",
+                run.kernel,
+                names.len(),
+                names.join(", ")
+            );
+        }
+    }
+    out
+}
+
 /// The table, what it means, the reports, the closing line, the exit code.
 fn finish(
     session: &Session,
@@ -204,6 +226,7 @@ fn finish(
         );
     }
     let mut text = format!("{table}\n{}\n", verdict.join("\n"));
+    text.push_str(&skipped(runs));
     if !left_out.tests.is_empty() {
         let tests: Vec<&str> = left_out.tests.iter().map(String::as_str).collect();
         text.push_str(&format!(
