@@ -121,6 +121,8 @@ pub const KSELFTEST_RUN: &[Dep] = &[
     tool("nft", "nftables"),
     tool("ping", "iputils-ping"),
     tool("sysctl", "procps"),
+    // verify_pkcs7_sig makes its keyring with keyctl.
+    tool("keyctl", "keyutils"),
 ];
 
 /// What booting a kernel needs.

@@ -114,7 +114,7 @@ fn prepare(cmd: &HostCommand) -> Result<(Command, File), String> {
 /// In the child: into the host root and working directory, a session of
 /// its own, and for a shell the console as its controlling terminal.
 fn enter(cwd: &str, tty: Option<(u16, u16)>) -> std::io::Result<()> {
-    std::os::unix::fs::chroot(HOST_ROOT)?;
+    into_host_root()?;
     std::env::set_current_dir(cwd)?;
     // SAFETY: setsid has no preconditions.
     if unsafe { libc::setsid() } < 0 {
@@ -142,6 +142,46 @@ fn enter(cwd: &str, tty: Option<(u16, u16)>) -> std::io::Result<()> {
         for target in 0..3 {
             libc::dup2(fd, target);
         }
+    }
+    Ok(())
+}
+
+/// The host root as the command's root, the way switch_root makes a new
+/// root: in a mount namespace of its own, [`HOST_ROOT`] moved onto `/`.
+/// A plain chroot would leave the command "chrooted", and the kernel
+/// refuses a user namespace to a chrooted task (the BPF selftests'
+/// deny_namespace and token tests make them). /init keeps its own root.
+fn into_host_root() -> std::io::Result<()> {
+    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL in a constant path");
+    let (root, dot, host) = (c("/"), c("."), c(HOST_ROOT));
+    let check = |rc: libc::c_int| {
+        if rc < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: plain system calls on NUL-terminated paths that outlive them.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS))?;
+        // Nothing of this namespace's moves reaches /init's.
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        check(libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            private,
+            std::ptr::null(),
+        ))?;
+        check(libc::chdir(host.as_ptr()))?;
+        check(libc::mount(
+            dot.as_ptr(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_MOVE,
+            std::ptr::null(),
+        ))?;
+        check(libc::chroot(dot.as_ptr()))?;
     }
     Ok(())
 }

@@ -58,6 +58,15 @@ pub fn parse(stdout: &str) -> Parsed {
             continue;
         }
         let any_sub_failed = subtests.iter().any(|s| s.status == Status::Fail);
+        if result.status == Status::Pass && any_sub_failed {
+            // test_progs's verdict on the test stands: a test that passes
+            // with a failing subtest made it fail on purpose
+            // (prog_tests_framework tests its own failure path).
+            for s in subtests.iter_mut().filter(|s| s.status == Status::Fail) {
+                s.status = Status::Skip;
+                s.message = format!("failed, as its test expects: {} passed", result.name);
+            }
+        }
         if subtests.is_empty() || (result.status == Status::Fail && !any_sub_failed) {
             parsed.results.push(result);
         }
@@ -139,6 +148,27 @@ fn failure_message(log: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subtest_that_fails_inside_a_passing_test_failed_on_purpose() {
+        let out = "#203/1   prog_tests_framework/test_fail_subtest:FAIL\n#203/2   prog_tests_framework/test_ok:OK\n#203     prog_tests_framework:OK\nSummary: 1/2 PASSED, 0 SKIPPED, 0 FAILED\n";
+        let p = parse(out);
+        let got: Vec<(&str, Status)> = p
+            .results
+            .iter()
+            .map(|r| (r.name.as_str(), r.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("prog_tests_framework/test_fail_subtest", Status::Skip),
+                ("prog_tests_framework/test_ok", Status::Pass)
+            ]
+        );
+        assert!(p.results[0]
+            .message
+            .starts_with("failed, as its test expects"));
+    }
 
     const RUN: &str = "\
 #1       mmap:OK
