@@ -786,6 +786,8 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         dir.to_str().unwrap(),
         "-t",
         "mmap,global_data",
+        "--runner",
+        "test_progs",
         "--stall",
         "30",
     ]);
@@ -808,9 +810,9 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
             .unwrap_or_else(|| panic!("no {name} row in the table: {text}"));
         line.split_whitespace().map(String::from).collect()
     };
-    assert_eq!(row("mmap"), ["mmap", "ok", "FAIL"], "{text}");
+    assert_eq!(row("test_progs:mmap"), ["test_progs:mmap", "ok", "FAIL"], "{text}");
     assert!(
-        text.contains("REGRESSION: 1 test(s) fail only on the patched kernel: mmap\n"),
+        text.contains("REGRESSION: 1 test(s) fail only on the patched kernel: test_progs:mmap\n"),
         "{text}"
     );
     // The hang: crashed on both kernels, each run resumed after it.
@@ -823,19 +825,19 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         );
     }
     assert_eq!(
-        row("global_data"),
-        ["global_data", "CRASH", "CRASH"],
+        row("test_progs:global_data"),
+        ["test_progs:global_data", "CRASH", "CRASH"],
         "{text}"
     );
     assert!(
         text.contains(
-            "not a regression: 1 test(s) fail on base too (the environment or base): global_data\n"
+            "not a regression: 1 test(s) fail on base too (the environment or base): test_progs:global_data\n"
         ),
         "{text}"
     );
     // The test after it ran in the resumed boot, and passed on both.
     assert!(
-        !text.lines().any(|l| l.starts_with("global_data_init ")),
+        !text.lines().any(|l| l.starts_with("test_progs:global_data_init ")),
         "{text}"
     );
     assert!(text.contains("global_data_init:OK"), "{text}");
