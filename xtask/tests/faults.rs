@@ -763,9 +763,8 @@ diff --git a/tools/testing/selftests/bpf/prog_tests/mmap.c b/tools/testing/selft
  \tmemset(&map_info, 0, map_info_sz);
 ";
 
-#[test]
-#[ignore = "boots kernels: run by cargo xtask ci"]
-fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_one_test() {
+/// 0001 and a change to upstream's mmap test that expects eager pages.
+fn eager_mmap_test_series() -> PathBuf {
     let dir = tempdir("eager-mmap-series");
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
@@ -780,6 +779,13 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         format!("{first}\n0002-eager-mmap-test.patch\n"),
     )
     .unwrap();
+    dir
+}
+
+#[test]
+#[ignore = "boots kernels: run by cargo xtask ci"]
+fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_one_test() {
+    let dir = eager_mmap_test_series();
     let (code, text) = run(&[
         "kselftest",
         "--patches",
@@ -810,7 +816,11 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
             .unwrap_or_else(|| panic!("no {name} row in the table: {text}"));
         line.split_whitespace().map(String::from).collect()
     };
-    assert_eq!(row("test_progs:mmap"), ["test_progs:mmap", "ok", "FAIL"], "{text}");
+    assert_eq!(
+        row("test_progs:mmap"),
+        ["test_progs:mmap", "ok", "FAIL"],
+        "{text}"
+    );
     assert!(
         text.contains("REGRESSION: 1 test(s) fail only on the patched kernel: test_progs:mmap\n"),
         "{text}"
@@ -837,7 +847,9 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
     );
     // The test after it ran in the resumed boot, and passed on both.
     assert!(
-        !text.lines().any(|l| l.starts_with("test_progs:global_data_init ")),
+        !text
+            .lines()
+            .any(|l| l.starts_with("test_progs:global_data_init ")),
         "{text}"
     );
     assert!(text.contains("global_data_init:OK"), "{text}");

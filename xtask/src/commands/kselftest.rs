@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::cli::KselftestArgs;
 use crate::hostdeps;
+use crate::kernel::KernelConfig;
 use crate::kselftest::compare::{self, Side};
 use crate::kselftest::leftout::LeftOut;
 use crate::kselftest::runner::Runner;
@@ -31,14 +32,11 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     if !args.build_only {
         hostdeps::ensure_share(args.share)?;
     }
-    let lists = Lists {
-        allow: lists::load(lists::ALLOWLIST)?,
-        deny: lists::load(lists::DENYLIST)?,
-    };
+    let mut boot = args.vm.boot();
+    let lists = Lists::load(boot.config)?;
     let runners = runners(&args);
     // Every test_progs test of the default set must be built.
     let progs_plan = lists.plan(&args, Runner::TestProgs);
-    let mut boot = args.vm.boot();
     if args.all && boot.timeout.is_none() {
         boot.timeout = Some(kselftest::ALL_TIMEOUT_SECS);
     }
@@ -118,6 +116,18 @@ struct Lists {
 }
 
 impl Lists {
+    /// ALLOWLIST, DENYLIST and, for the lean kernels, DENYLIST.lean.
+    fn load(config: KernelConfig) -> Result<Lists> {
+        let mut deny = lists::load(lists::DENYLIST)?;
+        if config == KernelConfig::Lean {
+            deny.extend(lists::load(lists::DENYLIST_LEAN)?);
+        }
+        Ok(Lists {
+            allow: lists::load(lists::ALLOWLIST)?,
+            deny,
+        })
+    }
+
     /// The tests of the default set `runner` must report (empty with -t
     /// or --all, and for the runners that cannot be told their tests).
     fn plan(&self, args: &KselftestArgs, runner: Runner) -> Vec<String> {
@@ -168,7 +178,7 @@ impl Lists {
             };
             if let Some(e) = self.deny.iter().find(|e| e.names(runner, test)) {
                 r.status = crate::report::protocol::Status::Skip;
-                r.message = format!("kselftest/DENYLIST: {}", e.reason);
+                r.message = format!("kselftest/{}: {}", e.list, e.reason);
             }
         }
     }

@@ -19,6 +19,8 @@ pub struct Entry {
     pub runner: Option<Runner>,
     pub name: String,
     pub reason: String,
+    /// The file it came from, to name in a skip's reason.
+    pub list: &'static str,
 }
 
 impl Entry {
@@ -52,11 +54,18 @@ pub fn for_runner(entries: &[Entry], runner: Runner) -> Vec<Entry> {
 
 pub const ALLOWLIST: &str = "ALLOWLIST";
 pub const DENYLIST: &str = "DENYLIST";
+/// What only the lean kernels cannot run (as BPF CI keeps a DENYLIST per
+/// architecture): options the lean configuration leaves out on purpose.
+pub const DENYLIST_LEAN: &str = "DENYLIST.lean";
 
 /// Reads `kselftest/<file>` of the project.
-pub fn load(file: &str) -> Result<Vec<Entry>> {
+pub fn load(file: &'static str) -> Result<Vec<Entry>> {
     let path = crate::project::root().join("kselftest").join(file);
-    read(&path)
+    let mut entries = read(&path)?;
+    for e in &mut entries {
+        e.list = file;
+    }
+    Ok(entries)
 }
 
 pub fn read(path: &Path) -> Result<Vec<Entry>> {
@@ -99,6 +108,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>> {
             runner,
             name: name.to_string(),
             reason: reason.to_string(),
+            list: "",
         });
     }
     Ok(entries)
@@ -158,5 +168,7 @@ mod tests {
             assert!(allow.iter().any(|e| e.name == name), "{name} missing");
         }
         load(DENYLIST).unwrap();
+        let lean = load(DENYLIST_LEAN).unwrap();
+        assert!(lean.iter().all(|e| e.list == DENYLIST_LEAN));
     }
 }
