@@ -258,13 +258,13 @@ fn next(state: &mut u64) -> u64 {
 /// kernel), and freeze succeeds at the end.
 pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
     const PAGES: usize = 256;
-    const MOVING: usize = 40;
     let paged = PagedMap::new(PAGES);
     paged.fill_all();
     let readers_map = paged.map_rw();
     let zap_other = (!ctx.is_lazy()).then(|| paged.map_rw());
     let zap = zap_other.as_ref().unwrap_or(&readers_map);
-    // Where the remapper's mapping is now (0: none).
+    // Where the remapper's mapping is now and how many pages it has, in
+    // one word (`published`; 0: none).
     let moving = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let counts: [AtomicU64; 4] = Default::default();
@@ -277,7 +277,7 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
         s.spawn(move || random_read_loop(stable, PAGES, start, stop, &counts[0]));
         s.spawn(move || random_dontneed_loop(zap, PAGES, start, stop, &counts[1]));
         s.spawn(move || {
-            remote_reader_loop(moving, MOVING, PAGES, start, stop, &counts[2]);
+            remote_reader_loop(moving, PAGES, start, stop, &counts[2]);
         });
         s.spawn(move || {
             // Also when the remapper fails: the others must not spin on.
@@ -344,13 +344,20 @@ fn random_dontneed_loop(
     }
 }
 
+/// A mapping's page-aligned address and its page count (under a page)
+/// in one word, so that a reader never pairs an address with the length
+/// of another state of the mapping.
+fn published(addr: usize, pages: usize) -> usize {
+    debug_assert!(addr.is_multiple_of(PAGE) && pages < PAGE);
+    addr | pages
+}
+
 /// Until `stop`: process_vm_readv of a random page of the remapper's
-/// `moving_pages`-page mapping wherever it is now (a vanished mapping is
-/// EFAULT, not a signal); what it reads must be word 0 of one of the
-/// map's `map_pages` pages.
+/// mapping wherever it is now (a vanished mapping is EFAULT, not a
+/// signal); what it reads must be word 0 of one of the map's
+/// `map_pages` pages.
 fn remote_reader_loop(
     moving: &AtomicUsize,
-    moving_pages: usize,
     map_pages: usize,
     start: &Barrier,
     stop: &AtomicBool,
@@ -362,12 +369,13 @@ fn remote_reader_loop(
     let me = unsafe { libc::getpid() };
     start.wait();
     while !stop.load(Ordering::Relaxed) {
-        let at = moving.load(Ordering::Acquire);
-        if at == 0 {
+        let word = moving.load(Ordering::Acquire);
+        let (at, pages) = (word & !(PAGE - 1), word & (PAGE - 1));
+        if pages == 0 {
             thread::yield_now();
             continue;
         }
-        let k = next(&mut rng) as usize % moving_pages;
+        let k = next(&mut rng) as usize % pages;
         if mm::process_vm_readv(me, at + k * PAGE, &mut buf).is_ok() {
             let v = u64::from_ne_bytes(buf);
             assert!(
@@ -398,7 +406,7 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
         round += 1;
         let m = ok(pm.mmap(MOVING, RW, first), "mmap in the remapper");
         let (addr, len) = m.leak();
-        moving.store(addr, Ordering::Release);
+        moving.store(published(addr, MOVING), Ordering::Release);
         // SAFETY: a fresh mapping of MOVING pages of the map.
         let v = unsafe { mm::peek(addr + 17 * PAGE) };
         assert_eq!(
@@ -418,7 +426,7 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
             ),
             "mremap in the remapper",
         );
-        moving.store(to, Ordering::Release);
+        moving.store(published(to, MOVING), Ordering::Release);
         // SAFETY: the moved mapping is ours.
         let v = unsafe { mm::peek(to + 30 * PAGE) };
         assert_eq!(
@@ -427,7 +435,9 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
             "remapper: page 30 after the move"
         );
         ok(mm::munmap(to, len / 2), "munmap of the first half");
-        moving.store(to + len / 2, Ordering::Release);
+        // Only the second half is left: reading 40 pages from it would
+        // read whatever lies beyond the mapping.
+        moving.store(published(to + len / 2, MOVING / 2), Ordering::Release);
         ok(
             mm::munmap(to + len / 2, len / 2),
             "munmap of the second half",
@@ -440,6 +450,15 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    #[test]
+    fn a_published_mapping_keeps_its_address_and_length_apart() {
+        let word = published(0x7f00_1234_5000, 20);
+        assert_eq!(
+            (word & !(PAGE - 1), word & (PAGE - 1)),
+            (0x7f00_1234_5000, 20)
+        );
+    }
 
     #[test]
     fn word0_of_a_page_is_recognised() {
