@@ -120,9 +120,10 @@ pub struct VmArgs {
     /// expected to be on.
     #[arg(long, default_value = "patched", value_parser = guest_common::protocol::PLAN_KERNELS)]
     pub claim: String,
-    /// Kill the guest after this many seconds (default: 900 under TCG, 600
-    /// under KVM, 3x that for debug kernels); the results that arrived are
-    /// kept.
+    /// Kill the guest after this many seconds (default: vmtest 900 under
+    /// TCG, 600 under KVM; a host command, as run and kselftest boot, 900;
+    /// kselftest --all 4 hours; 3x each for debug kernels); the results
+    /// that arrived are kept.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
     /// Take the kernels (and test_progs) from this bundle, made by `cargo

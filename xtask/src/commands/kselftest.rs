@@ -38,7 +38,8 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     // Every test_progs test of the default set must be built.
     let progs_plan = lists.plan(&args, Runner::TestProgs);
     if args.all && boot.timeout.is_none() {
-        boot.timeout = Some(kselftest::ALL_TIMEOUT_SECS);
+        let slow = if boot.debug { 3 } else { 1 };
+        boot.timeout = Some(kselftest::ALL_TIMEOUT_SECS * slow);
     }
     let Prepared {
         targets,
