@@ -45,6 +45,16 @@ pub const INSIDE_ENV: &str = "BPFLAB_FRESH_ROOT";
 /// Where the host's Rust toolchain appears inside the root, read-only.
 pub const RUSTUP_IN_ROOT: &str = "/opt/rust/rustup";
 pub const CARGO_BIN_IN_ROOT: &str = "/opt/rust/cargo-bin";
+/// The toolchain's commands, each rustup under another name.
+const RUSTUP_PROXIES: [&str; 7] = [
+    "cargo",
+    "cargo-clippy",
+    "cargo-fmt",
+    "clippy-driver",
+    "rustc",
+    "rustdoc",
+    "rustfmt",
+];
 /// Where the fresh clone of the project lives inside the root.
 pub const PROJECT_IN_ROOT: &str = "/work/bpf-lazy-mmap";
 
@@ -172,7 +182,20 @@ pub fn enter_script(plan: &RootPlan, env: &[(String, String)], command: &str) ->
         p = at("/proc")
     );
     s += &bind_ro(&plan.rustup_home, RUSTUP_IN_ROOT, false);
-    s += &bind_ro(&plan.cargo_bin, CARGO_BIN_IN_ROOT, false);
+    // Only rustup and its proxies: whatever else the host installed into
+    // its cargo bin (virtiofsd) must be installed again inside.
+    let rustup = at(&format!("{CARGO_BIN_IN_ROOT}/rustup"));
+    s += &format!(
+        "mkdir -p {bin}\ntouch {rustup}\nmount --bind {src} {rustup}\nmount -o remount,bind,ro {rustup}\n",
+        bin = at(CARGO_BIN_IN_ROOT),
+        src = quote(&plan.cargo_bin.join("rustup").display().to_string()),
+    );
+    for proxy in RUSTUP_PROXIES {
+        s += &format!(
+            "ln -sfn rustup {}\n",
+            at(&format!("{CARGO_BIN_IN_ROOT}/{proxy}"))
+        );
+    }
     let vars: Vec<String> = env
         .iter()
         .map(|(k, v)| quote(&format!("{k}={v}")))
@@ -257,11 +280,21 @@ mod tests {
             lines[2], "mount --bind '/c/fresh-root/root' '/c/fresh-root/root'",
             "the root is a mount root, then the rest is mounted in it"
         );
-        for dst in ["/dev", "/sys", "/opt/rust/rustup", "/opt/rust/cargo-bin"] {
+        for dst in [
+            "/dev",
+            "/sys",
+            "/opt/rust/rustup",
+            "/opt/rust/cargo-bin/rustup",
+        ] {
             let ro = format!("mount -o remount,bind,ro '/c/fresh-root/root{dst}'");
             assert!(lines.contains(&ro.as_str()), "{dst} not read-only:\n{s}");
         }
         assert!(s.contains("mount --bind '/home/u/.rustup' '/c/fresh-root/root/opt/rust/rustup'"));
+        assert!(
+            !s.contains("'/home/u/.cargo/bin' "),
+            "the host's cargo bin (virtiofsd) is not shown whole:\n{s}"
+        );
+        assert!(s.contains("ln -sfn rustup '/c/fresh-root/root/opt/rust/cargo-bin/cargo'"));
         assert!(s.contains("mount -t proc -o ro,"));
         assert_eq!(
             *lines.last().unwrap(),
