@@ -38,8 +38,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     // Every test_progs test of the default set must be built.
     let progs_plan = lists.plan(&args, Runner::TestProgs);
     if args.all && boot.timeout.is_none() {
-        let slow = if boot.debug { 3 } else { 1 };
-        boot.timeout = Some(kselftest::ALL_TIMEOUT_SECS * slow);
+        boot.timeout = Some(kselftest::ALL_TIMEOUT_SECS * session::slowdown(boot.debug));
     }
     let Prepared {
         targets,

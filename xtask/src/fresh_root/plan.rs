@@ -56,7 +56,7 @@ const RUSTUP_PROXIES: [&str; 7] = [
     "rustfmt",
 ];
 /// Where the fresh clone of the project lives inside the root.
-pub const PROJECT_IN_ROOT: &str = "/work/bpf-lazy-mmap";
+pub const PROJECT_IN_ROOT: &str = "/root/bpf-lazy-mmap";
 
 /// Which commands run inside: README's two (`Full`), or a shorter form
 /// that still installs everything and builds one kernel and test_progs.
@@ -155,6 +155,15 @@ pub fn inner_env(form: Form, host: impl Fn(&str) -> Option<String>) -> Vec<(Stri
     env
 }
 
+/// What a read-only bind mount into the root binds.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// A directory with the mounts below it.
+    Tree,
+    Dir,
+    File,
+}
+
 /// The script `unshare --mount --pid --fork` runs: private mounts (gone
 /// with the namespace, whatever way it ends), the root bound onto itself,
 /// /dev, /sys and the
@@ -163,32 +172,36 @@ pub fn inner_env(form: Form, host: impl Fn(&str) -> Option<String>) -> Vec<(Stri
 pub fn enter_script(plan: &RootPlan, env: &[(String, String)], command: &str) -> String {
     let r = plan.root.display().to_string();
     let at = |p: &str| quote(&format!("{r}{p}"));
-    let bind_ro = |from: &Path, to: &str, recursive: bool| {
+    let bind_ro = |from: &Path, to: &str, what: Bound| {
+        let dst = at(to);
+        let (point, bind) = match what {
+            Bound::Tree => ("mkdir -p", "rbind"),
+            Bound::Dir => ("mkdir -p", "bind"),
+            Bound::File => ("touch", "bind"),
+        };
         format!(
-            "mkdir -p {dst}\nmount --{kind} {src} {dst}\nmount -o remount,bind,ro {dst}\n",
-            kind = if recursive { "rbind" } else { "bind" },
+            "{point} {dst}\nmount --{bind} {src} {dst}\nmount -o remount,bind,ro {dst}\n",
             src = quote(&from.display().to_string()),
-            dst = at(to),
         )
     };
     let mut s = String::from("set -eu\nmount --make-rprivate /\n");
     // The root a mount of its own, as / is on a machine: virtiofsd, which
     // shares /, needs every mount's root inside what it shares.
     s += &format!("mount --bind {} {}\n", quote(&r), quote(&r));
-    s += &bind_ro(Path::new("/dev"), "/dev", true);
-    s += &bind_ro(Path::new("/sys"), "/sys", true);
+    s += &bind_ro(Path::new("/dev"), "/dev", Bound::Tree);
+    s += &bind_ro(Path::new("/sys"), "/sys", Bound::Tree);
     s += &format!(
         "mkdir -p {p}\nmount -t proc -o ro,nosuid,nodev,noexec proc {p}\n",
         p = at("/proc")
     );
-    s += &bind_ro(&plan.rustup_home, RUSTUP_IN_ROOT, false);
+    s += &bind_ro(&plan.rustup_home, RUSTUP_IN_ROOT, Bound::Dir);
     // Only rustup and its proxies: whatever else the host installed into
     // its cargo bin (virtiofsd) must be installed again inside.
-    let rustup = at(&format!("{CARGO_BIN_IN_ROOT}/rustup"));
-    s += &format!(
-        "mkdir -p {bin}\ntouch {rustup}\nmount --bind {src} {rustup}\nmount -o remount,bind,ro {rustup}\n",
-        bin = at(CARGO_BIN_IN_ROOT),
-        src = quote(&plan.cargo_bin.join("rustup").display().to_string()),
+    s += &format!("mkdir -p {}\n", at(CARGO_BIN_IN_ROOT));
+    s += &bind_ro(
+        &plan.cargo_bin.join("rustup"),
+        &format!("{CARGO_BIN_IN_ROOT}/rustup"),
+        Bound::File,
     );
     for proxy in RUSTUP_PROXIES {
         s += &format!(

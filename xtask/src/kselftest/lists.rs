@@ -6,8 +6,6 @@
 //! ALLOWLIST, and in DENYLIST a test whose result is then not counted; a
 //! test_verifier test is named by its description, spaces and all).
 
-use std::path::Path;
-
 use anyhow::{bail, Context, Result};
 
 use super::runner::Runner;
@@ -61,22 +59,14 @@ pub const DENYLIST_LEAN: &str = "DENYLIST.lean";
 /// Reads `kselftest/<file>` of the project.
 pub fn load(file: &'static str) -> Result<Vec<Entry>> {
     let path = crate::project::root().join("kselftest").join(file);
-    let mut entries = read(&path)?;
-    for e in &mut entries {
-        e.list = file;
-    }
-    Ok(entries)
-}
-
-pub fn read(path: &Path) -> Result<Vec<Entry>> {
     let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text).with_context(|| format!("in {}", path.display()))
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text, file).with_context(|| format!("in {}", path.display()))
 }
 
 /// Lines that are empty or start with `#` are comments; every other line
 /// is `NAME  # reason`, and a name without a reason is an error.
-pub fn parse(text: &str) -> Result<Vec<Entry>> {
+pub fn parse(text: &str, list: &'static str) -> Result<Vec<Entry>> {
     let mut entries = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -108,7 +98,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>> {
             runner,
             name: name.to_string(),
             reason: reason.to_string(),
-            list: "",
+            list,
         });
     }
     Ok(entries)
@@ -129,7 +119,11 @@ mod tests {
 
     #[test]
     fn entries_carry_their_reasons() {
-        let e = parse("# head\n\nmmap   # the feature\nringbuf/ringbuf_n # n\n").unwrap();
+        let e = parse(
+            "# head\n\nmmap   # the feature\nringbuf/ringbuf_n # n\n",
+            "TEST",
+        )
+        .unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].name, "mmap");
         assert_eq!(e[0].reason, "the feature");
@@ -138,7 +132,7 @@ mod tests {
 
     #[test]
     fn entries_belong_to_test_progs_or_to_one_runner() {
-        let e = parse("mmap # a\ntest_maps:test_sockmap # b\ntest_verifier:bounds check on map # c\ntest_progs-cpuv4:arena_list # d\n").unwrap();
+        let e = parse("mmap # a\ntest_maps:test_sockmap # b\ntest_verifier:bounds check on map # c\ntest_progs-cpuv4:arena_list # d\n", "TEST").unwrap();
         assert_eq!(e[0].runner, None);
         assert!(e[0].of(Runner::NoAlu32) && !e[0].of(Runner::Maps));
         assert!(e[0].names(Runner::TestProgs, "mmap/sub"));
@@ -150,15 +144,15 @@ mod tests {
         assert!(!e[2].names(Runner::Verifier, "#7/p bounds check"));
         assert_eq!(for_runner(&e, Runner::CpuV4).len(), 2);
         assert_eq!(for_runner(&e, Runner::TestProgs).len(), 1);
-        assert!(parse("test_maps:a b # test_maps names have no spaces\n").is_err());
+        assert!(parse("test_maps:a b # test_maps names have no spaces\n", "TEST").is_err());
     }
 
     #[test]
     fn a_name_without_a_reason_is_refused() {
-        let err = parse("mmap\n").unwrap_err().to_string();
+        let err = parse("mmap\n", "TEST").unwrap_err().to_string();
         assert!(err.contains("line 1: `mmap` has no reason"), "{err}");
-        assert!(parse("test_maps:a b # two\n").is_err());
-        assert!(parse("a,b # two\n").is_err());
+        assert!(parse("test_maps:a b # two\n", "TEST").is_err());
+        assert!(parse("a,b # two\n", "TEST").is_err());
     }
 
     #[test]

@@ -286,7 +286,7 @@ impl Session {
 pub const DEBUG_SLOWDOWN: u32 = 3;
 
 /// [`DEBUG_SLOWDOWN`] for a debug kernel, 1 otherwise.
-fn slowdown(debug: bool) -> u64 {
+pub fn slowdown(debug: bool) -> u64 {
     if debug {
         u64::from(DEBUG_SLOWDOWN)
     } else {
