@@ -28,9 +28,24 @@ impl Accel {
     }
 }
 
+/// How TCG runs the vCPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TcgThreads {
+    /// One host thread per vCPU: as fast as the host's cores allow.
+    #[default]
+    Multi,
+    /// Every vCPU on one host thread. Code the kernel patches on one vCPU
+    /// (text_poke of static keys, trampolines, kprobes) is then seen by
+    /// all at once: under multi-threaded TCG another vCPU can still run a
+    /// stale int3 and Oops ("Oops: int3" in syscall_trace_enter, measured
+    /// on the BPF selftests), which a real CPU never does.
+    Single,
+}
+
 #[derive(Debug, Clone)]
 pub struct VmConfig {
     pub accel: Accel,
+    pub tcg_threads: TcgThreads,
     pub bzimage: PathBuf,
     pub initramfs: PathBuf,
     pub memory_mib: u32,
@@ -78,6 +93,7 @@ impl VmConfig {
     ) -> VmConfig {
         VmConfig {
             accel,
+            tcg_threads: TcgThreads::Multi,
             bzimage: bzimage.to_path_buf(),
             initramfs: initramfs.to_path_buf(),
             // T20 maps a 1 GiB map 32 times and wants ~3 GiB.
@@ -188,11 +204,11 @@ pub fn io_args(io: &GuestIo) -> Vec<String> {
     args
 }
 
-pub fn accel_args(accel: Accel) -> Vec<String> {
-    match accel {
-        Accel::Kvm => vec!["-accel".into(), "kvm".into(), "-cpu".into(), "host".into()],
-        // Multi-threaded TCG: one host thread per vCPU.
-        Accel::Tcg => vec!["-accel".into(), "tcg,thread=multi".into()],
+pub fn accel_args(accel: Accel, threads: TcgThreads) -> Vec<String> {
+    match (accel, threads) {
+        (Accel::Kvm, _) => vec!["-accel".into(), "kvm".into(), "-cpu".into(), "host".into()],
+        (Accel::Tcg, TcgThreads::Multi) => vec!["-accel".into(), "tcg,thread=multi".into()],
+        (Accel::Tcg, TcgThreads::Single) => vec!["-accel".into(), "tcg,thread=single".into()],
     }
 }
 
@@ -220,7 +236,7 @@ pub fn qemu_args(cfg: &VmConfig) -> Vec<String> {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    args.extend(accel_args(cfg.accel));
+    args.extend(accel_args(cfg.accel, cfg.tcg_threads));
     args.extend([
         "-m".into(),
         format!("{}M", cfg.memory_mib),
@@ -299,6 +315,18 @@ mod tests {
     fn tcg_args() {
         let args = qemu_args(&cfg(Accel::Tcg));
         assert_eq!(value_after(&args, "-accel"), ["tcg,thread=multi"]);
+        let mut single = cfg(Accel::Tcg);
+        single.tcg_threads = TcgThreads::Single;
+        assert_eq!(
+            value_after(&qemu_args(&single), "-accel"),
+            ["tcg,thread=single"]
+        );
+        single.accel = Accel::Kvm;
+        assert_eq!(
+            value_after(&qemu_args(&single), "-accel"),
+            ["kvm"],
+            "KVM has no TCG threads"
+        );
         assert!(value_after(&args, "-cpu").is_empty());
         assert!(args.contains(&"-nodefaults".to_string()));
         assert!(args.contains(&"-no-reboot".to_string()));

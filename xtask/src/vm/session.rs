@@ -14,7 +14,7 @@ use super::accel::AccelPicker;
 use super::guest_image;
 use super::judge::judge;
 use super::process::{self, Limits, VmEnd, VmOutcome};
-use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, VmConfig};
+use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, TcgThreads, VmConfig};
 use super::relay::Relay;
 use super::share::{self, ActiveShare, ShareChoice, Sharing};
 use super::targets::{targets, BootConfig, Target};
@@ -46,6 +46,8 @@ pub struct Session {
     /// A host command whose stdout stays still this long (seconds; 3x on
     /// debug kernels) is hung: the VM is stopped. None: no such limit.
     pub output_stall: Option<u64>,
+    /// How TCG runs the vCPUs of this run's guests.
+    pub tcg_threads: TcgThreads,
     /// Boots so far per kernel: each boot keeps its own console log and
     /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
     /// new boot never overwrites the trace of the one that died.
@@ -73,6 +75,7 @@ pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Pre
             io: GuestIo::Console,
             host_command: None,
             output_stall: None,
+            tcg_threads: TcgThreads::Multi,
             boots: Default::default(),
         },
     })
@@ -104,6 +107,7 @@ impl Session {
                 VmConfig::new(accel, &target.bzimage, &initramfs, &results, guest.clone());
             cfg.share = share.as_ref().map(|(s, _)| s.devices.clone());
             cfg.io = self.io.clone();
+            cfg.tcg_threads = self.tcg_threads;
             let limits = self.limits_for(accel, target);
             let over = share
                 .as_ref()
