@@ -50,6 +50,9 @@ pub enum Command {
     /// Prove the install steps: README's commands from a fresh clone in a
     /// minimal Debian root with an empty cache (as root).
     FreshRoot(FreshRootArgs),
+    /// Mutation testing: every line the series adds mutated, each mutant
+    /// built as a kernel and held to the test plan; killed or survived.
+    Mutants(MutantsArgs),
 }
 
 /// Where the kernel comes from and where builds are kept; shared by every
@@ -155,6 +158,33 @@ pub struct VmtestArgs {
     /// Test name filters (substrings), e.g. `-- t14 t02`.
     #[arg(last = true)]
     pub filters: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MutantsArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Only the mutants of this patch: its number (`2`, `0002`) or file name.
+    #[arg(long, value_name = "N")]
+    pub patch: Option<String>,
+    /// Only mutants whose id contains one of these (comma-separated), e.g.
+    /// `0002.37`, `cmp`.
+    #[arg(long, value_delimiter = ',', value_name = "TEXT")]
+    pub filter: Vec<String>,
+    /// Only the mutants of mutants/CI_SAMPLE (what ci runs).
+    #[arg(long, conflicts_with_all = ["patch", "filter"])]
+    pub sample: bool,
+    /// List the mutants (id, file:line, the change), run nothing.
+    #[arg(long)]
+    pub list: bool,
+    /// Run every mutant again, not taking earlier outcomes from the ledger
+    /// (an outcome is kept for the same mutated series and test sources;
+    /// after changing kconfig/ or the kernel source, run with --fresh).
+    #[arg(long)]
+    pub fresh: bool,
+    /// Accelerator: KVM where it can run the kernel, else TCG.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    pub accel: AccelChoice,
 }
 
 #[derive(clap::Args, Debug, Clone)]

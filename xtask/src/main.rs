@@ -2,7 +2,7 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
-//! bench, ci, fresh_root) are thin; the work is in the layers below them:
+//! bench, ci, fresh_root, mutants) are thin; the work is in the layers below them:
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
 //! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
 //! proof) and `report/` (what the guest said, and what the user reads).
@@ -14,6 +14,7 @@ mod hostdeps;
 mod kernel;
 mod kselftest;
 mod leftovers;
+mod mutants;
 mod project;
 mod report;
 mod util;
@@ -46,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Ci(args) => commands::ci::run(args),
         Command::Bundle(args) => commands::bundle::run(args),
         Command::FreshRoot(args) => commands::fresh_root::run(args),
+        Command::Mutants(args) => commands::mutants::run(args),
     };
     match result {
         Ok(code) => code,

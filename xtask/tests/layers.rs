@@ -17,6 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kernel", "vm", "report", "project", "util", "leftovers"],
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
+    ("mutants", &["kernel", "report", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["project", "util"]),
     ("report", &["project", "util"]),

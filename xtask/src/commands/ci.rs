@@ -164,6 +164,14 @@ fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Ste
             ],
         ));
     }
+    // The plan against mutants of the series: each builds the `mutant`
+    // kernel (one object and the link) and runs until the first failure;
+    // --fresh, so CI proves them killed rather than remembers it.
+    steps.push(xt(
+        "mutants",
+        "mutants --sample",
+        &["mutants", "--sample", "--fresh"],
+    ));
     steps
 }
 

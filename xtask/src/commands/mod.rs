@@ -10,5 +10,6 @@ pub mod check_patches;
 pub mod ci;
 pub mod fresh_root;
 pub mod kselftest;
+pub mod mutants;
 pub mod run;
 pub mod vmtest;

@@ -23,6 +23,21 @@ use crate::vm::share::Sharing;
 use crate::vm::targets::{self, Target};
 
 pub fn run(args: VmtestArgs) -> Result<ExitCode> {
+    let plan = run_plan(&args)?;
+    finish(&plan.session, &plan.runs, &plan.vm_failures)
+}
+
+/// What a vmtest run gave: each kernel's results, and the kernels whose
+/// VM could not do its job, with why.
+pub struct PlanRun {
+    pub session: Session,
+    pub runs: Vec<KernelRun>,
+    pub vm_failures: Vec<(String, String)>,
+}
+
+/// Boots each kernel and runs the plan on it; reports per kernel as it
+/// goes (stderr, KTAP), the JUnit file and closing line left to the caller.
+pub fn run_plan(args: &VmtestArgs) -> Result<PlanRun> {
     selection::check_filters(&args.filters)?;
     let source = args.source.config()?;
     let boot = args.vm.boot();
@@ -41,7 +56,7 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     let plan = selection::planned_tests(&args.filters)?;
     inject.check_against(&plan)?;
     let mut runs = Vec::new();
-    let mut infra_errors = Vec::new();
+    let mut vm_failures = Vec::new();
     for target in &targets {
         let so_far = Counts::total(&runs);
         let failures = so_far.failed + so_far.crashed;
@@ -52,29 +67,33 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
             }
             max => max.map(|m| m - failures),
         };
-        let guest = selftests_guest(&args, target, &inject, budget);
+        let guest = selftests_guest(args, target, &inject, budget);
+        let failure = |why: String| {
+            eprintln!("== {}: the VM could not do its job: {why}", target.name);
+            (target.name.clone(), why)
+        };
         match session.run_guest(target, guest) {
             Ok(run) if run.report.results.is_empty() => {
                 eprintln!(
                     "== {}: no test matches the filters {:?} (`cargo run -p selftests -- --list` lists them)",
                     target.name, args.filters
                 );
-                infra_errors.push(target.name.clone());
+                vm_failures.push((target.name.clone(), "no test ran".into()));
             }
             Ok(run) => {
                 if let Some(why) = &run.vm_failure {
-                    eprintln!("== {}: the VM could not do its job: {why}", target.name);
-                    infra_errors.push(target.name.clone());
+                    vm_failures.push(failure(why.clone()));
                 }
                 runs.push(kernel_run(&session, target, run, &allowed_skips)?);
             }
-            Err(err) => {
-                eprintln!("== {}: the VM could not do its job: {err:#}", target.name);
-                infra_errors.push(target.name.clone());
-            }
+            Err(err) => vm_failures.push(failure(format!("{err:#}"))),
         }
     }
-    finish(&session, &runs, &infra_errors)
+    Ok(PlanRun {
+        session,
+        runs,
+        vm_failures,
+    })
 }
 
 /// A kernel not booted because earlier kernels already failed enough:
@@ -200,7 +219,11 @@ fn write_ktap(session: &Session, run: &KernelRun) -> Result<()> {
 }
 
 /// The JUnit file, the closing line, and the exit code.
-fn finish(session: &Session, runs: &[KernelRun], infra_errors: &[String]) -> Result<ExitCode> {
+fn finish(
+    session: &Session,
+    runs: &[KernelRun],
+    vm_failures: &[(String, String)],
+) -> Result<ExitCode> {
     let junit = session.run_dir.join("junit.xml");
     fs::write(&junit, report::junit("bpflab vmtest", runs))?;
     eprintln!(
@@ -209,8 +232,9 @@ fn finish(session: &Session, runs: &[KernelRun], infra_errors: &[String]) -> Res
     );
     let total = Counts::total(runs);
     println!("{}", total.closing_line());
-    if !infra_errors.is_empty() {
-        eprintln!("VM failure on: {}", infra_errors.join(", "));
+    if !vm_failures.is_empty() {
+        let names: Vec<&str> = vm_failures.iter().map(|(n, _)| n.as_str()).collect();
+        eprintln!("VM failure on: {}", names.join(", "));
         return Ok(ExitCode::from(EXIT_INFRA));
     }
     Ok(if total.bad() {

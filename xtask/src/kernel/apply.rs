@@ -5,9 +5,11 @@
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use xshell::cmd;
 
 use super::mirror;
@@ -80,12 +82,59 @@ pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<
         &stamp_path,
         serde_json::to_string_pretty(&pending)?.as_bytes(),
     )?;
+    let before = snapshot(tree, &files)?;
     for f in &files {
         mirror::replace_with_copy(pristine, tree, Path::new(f))?;
     }
     apply_all_or_nothing(tree, &series.patches)?;
+    keep_mtimes_of_unchanged(tree, &before)?;
     write_atomic(&stamp_path, serde_json::to_string_pretty(&want)?.as_bytes())?;
     Ok(tree_key)
+}
+
+/// A touched file's content digest and mtime before a re-apply.
+type Snapshot = Vec<(String, Option<(Vec<u8>, SystemTime)>)>;
+
+fn snapshot(tree: &Path, files: &[String]) -> Result<Snapshot> {
+    files
+        .iter()
+        .map(|f| {
+            let path = tree.join(f);
+            let state = match fs::read(&path) {
+                Ok(body) => Some((
+                    Sha256::digest(&body).to_vec(),
+                    fs::metadata(&path)?.modified()?,
+                )),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            };
+            Ok((f.clone(), state))
+        })
+        .collect()
+}
+
+/// A file the new series leaves as it was gets its old mtime back, so
+/// make rebuilds only what really changed: a series that differs in one
+/// file of several (a mutant, an edited patch) does not rebuild every
+/// object that includes the others.
+fn keep_mtimes_of_unchanged(tree: &Path, before: &Snapshot) -> Result<()> {
+    for (f, state) in before {
+        let Some((digest, mtime)) = state else {
+            continue;
+        };
+        let path = tree.join(f);
+        let Ok(body) = fs::read(&path) else {
+            continue;
+        };
+        if Sha256::digest(&body).as_slice() == digest.as_slice() {
+            fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|file| file.set_modified(*mtime))
+                .with_context(|| format!("restoring the mtime of {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Applies `patches` in order as one input to `git apply`, which changes
@@ -262,6 +311,36 @@ mod tests {
             "alpha\nBETA\ngamma\n"
         );
         assert_eq!(tree_snapshot(&src), before);
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    #[test]
+    fn a_file_the_new_series_leaves_as_it_was_keeps_its_mtime() {
+        let t = tempdir();
+        let (src, tree, pdir) = (t.join("src"), t.join("patched"), t.join("patches"));
+        fake_tree(&src);
+        fs::create_dir_all(&pdir).unwrap();
+        let both = |second: &str| {
+            let b = format!("--- a/kernel/bpf/syscall.c\n+++ b/kernel/bpf/syscall.c\n@@ -1,3 +1,3 @@\n alpha\n-beta\n+{second}\n gamma\n");
+            patch(&pdir, "0002.patch", &b);
+            fs::write(pdir.join("series"), "0001.patch\n0002.patch\n").unwrap();
+            Series::load(&pdir).unwrap()
+        };
+        patch(&pdir, "0001.patch", GOOD);
+        prepare_patched(&src, &tree, &both("BETA")).unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        for f in ["kernel/bpf/arraymap.c", "kernel/bpf/syscall.c"] {
+            let file = fs::File::options().write(true).open(tree.join(f)).unwrap();
+            file.set_modified(old).unwrap();
+        }
+        prepare_patched(&src, &tree, &both("BETA2")).unwrap();
+        let mtime = |f: &str| fs::metadata(tree.join(f)).unwrap().modified().unwrap();
+        assert_eq!(mtime("kernel/bpf/arraymap.c"), old, "unchanged: mtime kept");
+        assert_ne!(mtime("kernel/bpf/syscall.c"), old, "changed: a new mtime");
+        assert_eq!(
+            fs::read_to_string(tree.join("kernel/bpf/syscall.c")).unwrap(),
+            "alpha\nBETA2\ngamma\n"
+        );
         fs::remove_dir_all(t).unwrap();
     }
 }

@@ -206,7 +206,7 @@ pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manife
         cache,
         key,
         pristine,
-    } = open(args)?;
+    } = open(args, None)?;
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let jobs = args.jobs;
     let mut kernels = Vec::new();
@@ -225,6 +225,32 @@ pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manife
     )?;
     crate::status!("build-kernel", "done in {:.1?}", started.elapsed());
     Ok((manifest, cache))
+}
+
+/// Builds the one variant of `series`, a series of the caller's making
+/// (a mutant's: `Series::with_replaced`), in its own tree like any
+/// variant, so it rebuilds incrementally from the last one. The cache's
+/// manifest is left alone: it lists the project's kernels.
+pub fn build_series(
+    args: &SourceConfig,
+    series: Series,
+    config: KernelConfig,
+) -> Result<KernelInfo> {
+    let Opened {
+        series,
+        cache,
+        key,
+        pristine,
+        ..
+    } = open(args, Some(series))?;
+    let spec = KernelSpec {
+        flavor: Flavor::Variant(series.whole().name.clone()),
+        config,
+        debug: false,
+    };
+    let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
+    let tree = trees.prepare(&spec.flavor)?;
+    build_one(&spec, tree, &cache, args.jobs)
 }
 
 /// Base and patched trees of their own (`<source>/check/`), mirrored and
@@ -248,7 +274,7 @@ pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
         key,
         pristine,
         ..
-    } = open(args)?;
+    } = open(args, None)?;
     let source_dir = cache.source_dir(&key);
     let mut trees = Trees::new(source_dir.join("check"), &pristine, &series);
     let base = trees.prepare(&Flavor::Base)?.path;
@@ -274,9 +300,13 @@ struct Opened {
     pristine: PathBuf,
 }
 
-fn open(args: &SourceConfig) -> Result<Opened> {
+/// `series`, or the one `args.patches` holds.
+fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
     let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
-    let series = Series::load(&args.patches)?;
+    let series = match series {
+        Some(s) => s,
+        None => Series::load(&args.patches)?,
+    };
     let cache = Cache::open(&args.cache_dir)?;
     let key = source.cache_key()?;
     let pristine = source.pristine(&cache, &key)?;

@@ -100,6 +100,22 @@ impl Series {
         }
     }
 
+    /// This series up to patch `index`, whose text is `path`'s instead,
+    /// as the one variant `name`: the kernel of a mutant of that patch.
+    pub fn with_replaced(&self, index: usize, path: &Path, name: &str) -> Result<Series> {
+        let mut patches = self.patches[..=index].to_vec();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let file = path.file_name().unwrap_or_default().to_string_lossy();
+        let mut replaced = load_patch(dir, &file, path)?;
+        replaced.name.clone_from(&patches[index].name);
+        patches[index] = replaced;
+        let variant = close_variant(name, index + 1, &[], path)?;
+        Ok(Series {
+            patches,
+            variants: vec![variant],
+        })
+    }
+
     /// The variant with every patch: what the patch checks look at.
     pub fn whole(&self) -> &Variant {
         self.variants

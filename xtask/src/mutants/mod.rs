@@ -1,0 +1,177 @@
+//! Mutation testing of the series: every line a patch adds (comments
+//! aside) mutated one way at a time, each mutant built as a kernel of its
+//! own and held to the test plan. A mutant the plan does not kill is a
+//! place where the suite looks away.
+//!
+//! `units` cuts a patch's added code into statements, `operators` mutates
+//! them, `lists` reads the equivalent mutants and CI's sample, `outcome`
+//! judges a mutant's run and tallies the report.
+
+pub mod ledger;
+pub mod lists;
+pub mod operators;
+pub mod outcome;
+pub mod units;
+
+use std::fs;
+
+use anyhow::{Context, Result};
+
+use self::operators::Op;
+use crate::kernel::series::Series;
+
+/// One mutant of one patch of the series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mutant {
+    /// `<patch number>.<line in the patch>.<operator><n>`, e.g.
+    /// `0002.37.cmp1`: stable while the patch does not change.
+    pub id: String,
+    /// The patch's index in the series, and its file name.
+    pub patch: usize,
+    pub patch_name: String,
+    pub op: Op,
+    /// Where in the patch text the changed lines start.
+    pub first: usize,
+    pub original: Vec<String>,
+    pub replacement: Vec<String>,
+    /// The file the lines go to, and the first one's line there.
+    pub file: String,
+    pub new_line: usize,
+}
+
+/// The patch's number: what its file name starts with (`0002-…`).
+pub fn patch_number(name: &str) -> &str {
+    name.split('-').next().unwrap_or(name)
+}
+
+/// Every mutant of one patch, in patch order.
+pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
+    let mut out = Vec::new();
+    for unit in units::units(text) {
+        let mut counts = std::collections::HashMap::new();
+        for (op, replacement) in operators::mutate(&unit) {
+            let n = counts.entry(op).or_insert(0);
+            *n += 1;
+            out.push(Mutant {
+                id: format!("{}.{}.{}{n}", patch_number(name), unit.first + 1, op.name()),
+                patch: index,
+                patch_name: name.to_string(),
+                op,
+                first: unit.first,
+                original: unit.lines.clone(),
+                replacement,
+                file: unit.file.clone(),
+                new_line: unit.new_line,
+            });
+        }
+    }
+    out
+}
+
+/// Every mutant of every patch of `series`.
+pub fn of_series(series: &Series) -> Result<Vec<Mutant>> {
+    let mut out = Vec::new();
+    for (i, p) in series.patches.iter().enumerate() {
+        let text =
+            fs::read_to_string(&p.path).with_context(|| format!("reading {}", p.path.display()))?;
+        out.extend(of_patch(i, &p.name, &text));
+    }
+    Ok(out)
+}
+
+impl Mutant {
+    /// The patch `original` (this mutant's patch) with the mutation in it.
+    pub fn patch_text(&self, original: &str) -> String {
+        let mut lines: Vec<String> = original.lines().map(str::to_string).collect();
+        for (k, line) in self.replacement.iter().enumerate() {
+            lines[self.first + k] = format!("+{line}");
+        }
+        let mut text = lines.join("\n");
+        if original.ends_with('\n') {
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The change as a reviewer reads it: where, then the lines before
+    /// and after.
+    pub fn diff(&self) -> String {
+        let mut out = format!("{} ({}:{})\n", self.id, self.file, self.new_line);
+        for l in &self.original {
+            out.push_str(&format!("-{l}\n"));
+        }
+        for l in self.replacement.iter().filter(|l| !l.is_empty()) {
+            out.push_str(&format!("+{l}\n"));
+        }
+        out
+    }
+
+    /// The mutation on one line, for `--list`: the first changed line,
+    /// before and after.
+    pub fn brief(&self) -> String {
+        let k = (0..self.original.len())
+            .find(|&k| self.original[k] != self.replacement[k])
+            .unwrap_or(0);
+        let shown = |s: &str| match s.trim() {
+            "" => "(deleted)".to_string(),
+            t => t.to_string(),
+        };
+        format!(
+            "{}  →  {}",
+            shown(&self.original[k]),
+            shown(&self.replacement[k])
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series() -> Series {
+        Series::load(&crate::project::root().join("patches")).unwrap()
+    }
+
+    #[test]
+    fn every_patch_of_the_series_has_mutants_with_unique_ids() {
+        let all = of_series(&series()).unwrap();
+        for p in 0..series().patches.len() {
+            assert!(
+                all.iter().filter(|m| m.patch == p).count() >= 10,
+                "patch {p}"
+            );
+        }
+        let mut ids: Vec<&str> = all.iter().map(|m| m.id.as_str()).collect();
+        ids.sort();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "ids are unique");
+        // Comments are never mutated.
+        assert!(all
+            .iter()
+            .all(|m| !m.original.iter().any(|l| l.trim_start().starts_with("/*"))));
+    }
+
+    #[test]
+    fn a_mutated_patch_still_applies_and_changes_only_its_lines() {
+        let s = series();
+        let text = fs::read_to_string(&s.patches[1].path).unwrap();
+        let all = of_patch(1, &s.patches[1].name, &text);
+        let m = all
+            .iter()
+            .find(|m| m.op == Op::Cmp && m.brief().contains("err == -EBUSY"))
+            .expect("the -EBUSY test is mutated");
+        let mutated = m.patch_text(&text);
+        assert_eq!(mutated.lines().count(), text.lines().count());
+        let changed: Vec<(&str, &str)> = text
+            .lines()
+            .zip(mutated.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(
+            changed,
+            [("+\t\tif (err == -EBUSY)", "+\t\tif (err != -EBUSY)")]
+        );
+        assert!(m.diff().contains("kernel/bpf/arraymap.c"), "{}", m.diff());
+    }
+}

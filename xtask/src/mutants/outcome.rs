@@ -1,0 +1,208 @@
+//! What became of a mutant, judged from its kernel's run of the plan, and
+//! the report: a table per patch with its kill rate, and every survivor's
+//! diff.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Mutant;
+use crate::report::protocol::{Status, TestResult};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// A test failed: the first one that did.
+    Killed {
+        by: String,
+    },
+    /// The kernel crashed, a test crashed or the guest timed out: counts
+    /// as killed.
+    Crashed {
+        detail: String,
+    },
+    Survived,
+    /// The mutant's kernel did not build: not counted.
+    Unbuildable {
+        error: String,
+    },
+}
+
+impl Outcome {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Outcome::Killed { .. } => "killed",
+            Outcome::Crashed { .. } => "crashed",
+            Outcome::Survived => "SURVIVED",
+            Outcome::Unbuildable { .. } => "did not build",
+        }
+    }
+
+    pub fn detail(&self) -> &str {
+        match self {
+            Outcome::Killed { by } => by,
+            Outcome::Crashed { detail } => detail,
+            Outcome::Survived => "every test passed",
+            Outcome::Unbuildable { error } => error,
+        }
+    }
+}
+
+/// A mutant's run: its results and, when the VM could not finish, why.
+pub fn judge(results: &[TestResult], vm_failure: Option<&str>) -> Outcome {
+    if let Some(r) = results.iter().find(|r| r.status == Status::Fail) {
+        return Outcome::Killed {
+            by: format!("{}: {}", r.name, first_line(&r.message)),
+        };
+    }
+    if let Some(r) = results.iter().find(|r| r.status == Status::Crashed) {
+        return Outcome::Crashed {
+            detail: format!("{}: {}", r.name, first_line(&r.message)),
+        };
+    }
+    match vm_failure {
+        Some(why) => Outcome::Crashed {
+            detail: first_line(why).to_string(),
+        },
+        None if results.is_empty() => Outcome::Crashed {
+            detail: "no results".into(),
+        },
+        None => Outcome::Survived,
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// One patch's figures.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub mutants: usize,
+    pub equivalent: usize,
+    pub unbuildable: usize,
+    pub killed: usize,
+    pub crashed: usize,
+    pub survived: usize,
+}
+
+impl Tally {
+    /// Killed (crashes included) over the mutants that count: built and
+    /// not equivalent. None when none ran.
+    pub fn kill_rate(&self) -> Option<f64> {
+        let counted = self.killed + self.crashed + self.survived;
+        (counted > 0).then(|| 100.0 * (self.killed + self.crashed) as f64 / counted as f64)
+    }
+}
+
+/// Per patch: mutants, with each outcome (None: equivalent, not run).
+pub fn tally<'a>(
+    rows: impl Iterator<Item = (&'a Mutant, Option<&'a Outcome>)>,
+) -> BTreeMap<String, Tally> {
+    let mut out: BTreeMap<String, Tally> = BTreeMap::new();
+    for (m, outcome) in rows {
+        let t = out.entry(m.patch_name.clone()).or_default();
+        t.mutants += 1;
+        match outcome {
+            None => t.equivalent += 1,
+            Some(Outcome::Killed { .. }) => t.killed += 1,
+            Some(Outcome::Crashed { .. }) => t.crashed += 1,
+            Some(Outcome::Survived) => t.survived += 1,
+            Some(Outcome::Unbuildable { .. }) => t.unbuildable += 1,
+        }
+    }
+    out
+}
+
+/// The table: one row per patch, the kill rate last.
+pub fn table(tallies: &BTreeMap<String, Tally>) -> String {
+    let mut out = String::from(
+        "| patch | mutants | equivalent | did not build | killed | crashed | survived | kill rate |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (patch, t) in tallies {
+        let rate = t.kill_rate().map_or("-".into(), |r| format!("{r:.1}%"));
+        out.push_str(&format!(
+            "| {patch} | {} | {} | {} | {} | {} | {} | {rate} |\n",
+            t.mutants, t.equivalent, t.unbuildable, t.killed, t.crashed, t.survived
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutants::operators::Op;
+
+    fn result(name: &str, status: Status) -> TestResult {
+        TestResult {
+            name: name.into(),
+            status,
+            millis: 1,
+            message: "why\nmore".into(),
+        }
+    }
+
+    #[test]
+    fn a_failure_kills_a_crash_counts_and_a_clean_run_survives() {
+        let pass = result("t01", Status::Pass);
+        let fail = result("t02", Status::Fail);
+        let crash = result("t03", Status::Crashed);
+        assert_eq!(
+            judge(&[pass.clone(), fail], None),
+            Outcome::Killed {
+                by: "t02: why".into()
+            }
+        );
+        assert_eq!(
+            judge(&[pass.clone(), crash], Some("panic")),
+            Outcome::Crashed {
+                detail: "t03: why".into()
+            }
+        );
+        assert_eq!(
+            judge(std::slice::from_ref(&pass), Some("timed out\nx")),
+            Outcome::Crashed {
+                detail: "timed out".into()
+            }
+        );
+        assert_eq!(judge(&[pass], None), Outcome::Survived);
+        assert_eq!(
+            judge(&[], None),
+            Outcome::Crashed {
+                detail: "no results".into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_kill_rate_leaves_out_equivalent_and_unbuildable_mutants() {
+        let m = |patch: &str| Mutant {
+            id: "x".into(),
+            patch: 0,
+            patch_name: patch.into(),
+            op: Op::Delete,
+            first: 0,
+            original: vec![],
+            replacement: vec![],
+            file: "f".into(),
+            new_line: 1,
+        };
+        let ms = [m("0001"), m("0001"), m("0001"), m("0001"), m("0002")];
+        let killed = Outcome::Killed { by: "t".into() };
+        let outcomes = [
+            Some(killed.clone()),
+            Some(Outcome::Survived),
+            None,
+            Some(Outcome::Unbuildable { error: "e".into() }),
+            Some(Outcome::Crashed { detail: "p".into() }),
+        ];
+        let t = tally(ms.iter().zip(outcomes.iter().map(Option::as_ref)));
+        assert_eq!(t["0001"].kill_rate(), Some(50.0));
+        assert_eq!(t["0002"].kill_rate(), Some(100.0));
+        let text = table(&t);
+        assert!(
+            text.contains("| 0001 | 4 | 1 | 1 | 1 | 0 | 1 | 50.0% |"),
+            "{text}"
+        );
+    }
+}
