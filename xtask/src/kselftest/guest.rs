@@ -17,7 +17,6 @@ use super::{others, parse};
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
-use crate::vm::qemu::TcgThreads;
 use crate::vm::session::{GuestRun, Session};
 use crate::vm::targets::Target;
 
@@ -225,8 +224,7 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
     let mut consoles = Vec::new();
     for boot in 1.. {
         session.output_stall = Some(job.stall);
-        // The selftests patch kernel text all the time: see TcgThreads.
-        session.tcg_threads = TcgThreads::Single;
+        session.tcg_threads = job.runner.tcg_threads();
         let args = resume.args(job.argv);
         let (ran, stdout, stderr) = boot_once(session, target, job, &args, boot)?;
         let parsed = parse_output(job.runner, &stdout);

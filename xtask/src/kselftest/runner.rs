@@ -4,6 +4,8 @@
 //! is built from the same tree, run in the same guest, and its results
 //! named `<runner>:<test>` in one report.
 
+use crate::vm::qemu::TcgThreads;
+
 /// One of the five.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Runner {
@@ -46,6 +48,19 @@ impl Runner {
         matches!(self, Runner::TestProgs | Runner::NoAlu32 | Runner::CpuV4)
     }
 
+    /// How TCG runs the guest's vCPUs for this runner. The test_progs
+    /// flavors and test_verifier attach programs, kprobes and trampolines,
+    /// patching kernel text, which a thread per vCPU can see stale (an
+    /// int3 Oops; see `TcgThreads`). test_maps patches nothing and forks
+    /// a hundred tasks at a time: 655 s with a thread per vCPU, 1418 s on
+    /// one (base-bpfci, measured), so it keeps the threads.
+    pub fn tcg_threads(self) -> TcgThreads {
+        match self {
+            Runner::Maps => TcgThreads::Multi,
+            _ => TcgThreads::Single,
+        }
+    }
+
     /// The subdirectory a test_progs flavor changes into for its BPF
     /// objects (and the test modules it loads from there).
     pub fn flavor_dir(self) -> Option<&'static str> {
@@ -73,6 +88,19 @@ pub fn split_result_name(name: &str) -> Option<(Runner, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_test_maps_keeps_a_thread_per_vcpu() {
+        for r in [
+            Runner::TestProgs,
+            Runner::NoAlu32,
+            Runner::CpuV4,
+            Runner::Verifier,
+        ] {
+            assert_eq!(r.tcg_threads(), TcgThreads::Single, "{r:?}");
+        }
+        assert_eq!(Runner::Maps.tcg_threads(), TcgThreads::Multi);
+    }
     use clap::ValueEnum;
 
     #[test]
