@@ -30,7 +30,8 @@ const MUTANT_VARIANT: &str = "mutant";
 pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let series = Series::load(&source.patches)?;
-    let all = mutation::of_series(&series)?;
+    let texts = mutation::read_patches(&series)?;
+    let all = mutation::of_series(&series, &texts);
     let equivalent: HashMap<String, String> = lists::load(EQUIVALENT)?.into_iter().collect();
     let chosen = select(&all, &args, &series)?;
     if args.list {
@@ -52,8 +53,8 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
             outcomes.push(None);
             continue;
         }
-        let mutated = m.patch_text(&fs::read_to_string(&series.patches[m.patch].path)?);
-        let key = ledger_key(&series, m, &mutated, &tests)?;
+        let mutated = m.patch_text(&texts[m.patch]);
+        let key = ledger_key(&texts[..m.patch], &mutated, &tests);
         let outcome = match ledger.get(&key).filter(|_| !args.fresh) {
             Some((o, secs)) => {
                 remembered += secs;
@@ -160,14 +161,12 @@ fn list(chosen: &[Mutant], equivalent: &HashMap<String, String>) {
     );
 }
 
-fn ledger_key(series: &Series, m: &Mutant, mutated: &str, tests: &str) -> Result<String> {
-    let mut bodies: Vec<Vec<u8>> = Vec::new();
-    for p in &series.patches[..m.patch] {
-        bodies.push(fs::read(&p.path).with_context(|| format!("reading {}", p.path.display()))?);
-    }
-    bodies.push(mutated.as_bytes().to_vec());
-    let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
-    Ok(ledger::key(&refs, tests))
+/// The key of a mutant's outcome: the patches before its own (`earlier`),
+/// its mutated patch, and the tests.
+fn ledger_key(earlier: &[String], mutated: &str, tests: &str) -> String {
+    let mut bodies: Vec<&[u8]> = earlier.iter().map(|t| t.as_bytes()).collect();
+    bodies.push(mutated.as_bytes());
+    ledger::key(&bodies, tests)
 }
 
 /// The variant whose expectations a mutant of patch `index` is held to:

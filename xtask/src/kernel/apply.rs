@@ -14,7 +14,7 @@ use xshell::cmd;
 
 use super::mirror;
 use super::series::{Patch, Series};
-use crate::util::{read_stamp, write_atomic};
+use crate::util::{gone_is_none, read_stamp, write_atomic};
 
 const STAMP: &str = ".bpflab-applied";
 
@@ -100,14 +100,14 @@ fn snapshot(tree: &Path, files: &[String]) -> Result<Snapshot> {
         .iter()
         .map(|f| {
             let path = tree.join(f);
-            let state = match fs::read(&path) {
-                Ok(body) => Some((
-                    Sha256::digest(&body).to_vec(),
-                    fs::metadata(&path)?.modified()?,
-                )),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            let state = || -> std::io::Result<_> {
+                let Some(body) = gone_is_none(fs::read(&path))? else {
+                    return Ok(None);
+                };
+                let mtime = fs::metadata(&path)?.modified()?;
+                Ok(Some((Sha256::digest(&body).to_vec(), mtime)))
             };
+            let state = state().with_context(|| format!("reading {}", path.display()))?;
             Ok((f.clone(), state))
         })
         .collect()

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::outcome::Outcome;
-use crate::util::write_atomic;
+use crate::util::{gone_is_none, write_atomic};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Ledger {
@@ -32,15 +32,16 @@ struct Entry {
 impl Ledger {
     pub fn open(cache_dir: &Path) -> Result<Ledger> {
         let path = cache_dir.join("mutants").join("ledger.json");
-        let mut ledger: Ledger = match fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).with_context(|| {
+        let text = gone_is_none(fs::read_to_string(&path))
+            .with_context(|| format!("reading {}", path.display()))?;
+        let mut ledger: Ledger = match text {
+            Some(text) => serde_json::from_str(&text).with_context(|| {
                 format!(
                     "{} is corrupt: remove it (outcomes are run again)",
                     path.display()
                 )
             })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ledger::default(),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            None => Ledger::default(),
         };
         ledger.path = path;
         Ok(ledger)

@@ -69,7 +69,8 @@ mod tests {
     #[test]
     fn the_lists_name_mutants_the_series_has() {
         let series = Series::load(&crate::project::root().join("patches")).unwrap();
-        let all = super::super::of_series(&series).unwrap();
+        let texts = super::super::read_patches(&series).unwrap();
+        let all = super::super::of_series(&series, &texts);
         for list in [EQUIVALENT, CI_SAMPLE] {
             for (id, _) in load(list).unwrap() {
                 assert!(

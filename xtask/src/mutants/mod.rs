@@ -68,15 +68,25 @@ pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
     out
 }
 
-/// Every mutant of every patch of `series`.
-pub fn of_series(series: &Series) -> Result<Vec<Mutant>> {
+/// The text of every patch of `series`, in order: what the mutants are
+/// made from, and what a mutant's kernel is built from besides its own.
+pub fn read_patches(series: &Series) -> Result<Vec<String>> {
+    series
+        .patches
+        .iter()
+        .map(|p| {
+            fs::read_to_string(&p.path).with_context(|| format!("reading {}", p.path.display()))
+        })
+        .collect()
+}
+
+/// Every mutant of every patch of `series`, whose texts are `texts`.
+pub fn of_series(series: &Series, texts: &[String]) -> Vec<Mutant> {
     let mut out = Vec::new();
-    for (i, p) in series.patches.iter().enumerate() {
-        let text =
-            fs::read_to_string(&p.path).with_context(|| format!("reading {}", p.path.display()))?;
-        out.extend(of_patch(i, &p.name, &text));
+    for (i, (p, text)) in series.patches.iter().zip(texts).enumerate() {
+        out.extend(of_patch(i, &p.name, text));
     }
-    Ok(out)
+    out
 }
 
 impl Mutant {
@@ -134,7 +144,8 @@ mod tests {
 
     #[test]
     fn every_patch_of_the_series_has_mutants_with_unique_ids() {
-        let all = of_series(&series()).unwrap();
+        let s = series();
+        let all = of_series(&s, &read_patches(&s).unwrap());
         for p in 0..series().patches.len() {
             assert!(
                 all.iter().filter(|m| m.patch == p).count() >= 10,

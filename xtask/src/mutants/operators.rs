@@ -2,6 +2,8 @@
 //! mutated lines, as many as the unit has (a deleted line becomes an
 //! empty one), so the patch's hunk headers stay true.
 
+use std::sync::OnceLock;
+
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -250,7 +252,8 @@ fn comparisons(code: &str) -> Vec<Edit> {
 }
 
 fn flag_drops(code: &str) -> Vec<Edit> {
-    let chain = Regex::new(r"\w+(?:\s*\|\s*\w+)+").expect("valid");
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let chain = RE.get_or_init(|| Regex::new(r"\w+(?:\s*\|\s*\w+)+").expect("valid"));
     let mut out = Vec::new();
     for m in chain.find_iter(code) {
         let text = m.as_str();
@@ -276,7 +279,10 @@ fn flag_drops(code: &str) -> Vec<Edit> {
 }
 
 fn min_max(code: &str) -> Vec<Edit> {
-    let call = Regex::new(r"\b(min|max|min_t|max_t|min3|max3|ALIGN_DOWN|ALIGN)\(").expect("valid");
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let call = RE.get_or_init(|| {
+        Regex::new(r"\b(min|max|min_t|max_t|min3|max3|ALIGN_DOWN|ALIGN)\(").expect("valid")
+    });
     call.captures_iter(code)
         .map(|c| {
             let name = c.get(1).expect("group 1");
@@ -325,7 +331,8 @@ fn arithmetic(code: &str) -> Vec<Edit> {
 /// Decimal literals ±1 (0 only up); with `skip` = 1, the first word (a
 /// #define's name) is left alone.
 fn literal_steps(code: &str, skip: usize) -> Vec<Edit> {
-    let literal = Regex::new(r"\b\d+\b").expect("valid");
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let literal = RE.get_or_init(|| Regex::new(r"\b\d+\b").expect("valid"));
     let start = if skip > 0 {
         code.find("define").map_or(0, |d| d + 6)
     } else {
