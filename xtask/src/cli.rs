@@ -300,6 +300,11 @@ pub struct KselftestArgs {
     /// dies is followed by serial ones, which name the test that killed it.
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
+    /// Guests at once, each one runner on one kernel, never two on one
+    /// kernel. Under TCG a test_progs guest takes one host core, so on two
+    /// cores `--vms 2` runs the kernels side by side.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub vms: std::num::NonZeroUsize,
     /// Build test_progs and the test modules, boot nothing.
     #[arg(long)]
     pub build_only: bool,

@@ -3,6 +3,7 @@
 //! the series is a regression (exit 1).
 
 use std::fs;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -13,11 +14,12 @@ use crate::kernel::KernelConfig;
 use crate::kselftest::compare::{self, Side};
 use crate::kselftest::leftout::LeftOut;
 use crate::kselftest::runner::Runner;
-use crate::kselftest::{self, guest, lists};
+use crate::kselftest::{self, guest, lists, schedule, RunOptions, RunnerRun};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::session::{self, Prepared, Session};
 use crate::vm::share::Sharing;
+use crate::vm::targets::Target;
 
 pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
@@ -55,44 +57,96 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     session.sharing = Sharing::Host(args.share);
-    let mut runs = Vec::new();
-    let mut infra = Vec::new();
-    let stall = args.stall.unwrap_or(guest::OUTPUT_STALL_SECS);
-    for (target, dir) in targets.iter().zip(&run_dirs) {
-        let mut kernel = Vec::new();
-        for &runner in &runners {
-            let plan = lists.plan(&args, runner);
-            let argv = lists.argv(&args, runner, &plan)?;
-            eprintln!("== {}: {} {}", target.name, runner.name(), argv.join(" "));
-            let limits = (stall, args.parallel);
-            match kselftest::run_on(&mut session, target, dir, (runner, &argv), &plan, limits) {
-                Ok(mut run) => {
-                    if let Some(why) = &run.vm_failure {
-                        eprintln!(
-                            "== {} {}: the VM could not do its job: {why}",
-                            target.name,
-                            runner.name()
-                        );
-                        infra.push(format!("{} {}", target.name, runner.name()));
-                    }
-                    lists.not_counted(runner, &mut run.results);
-                    kernel.push(run);
-                }
-                Err(err) => {
-                    eprintln!(
-                        "== {} {}: the VM could not do its job: {err:#}",
-                        target.name,
-                        runner.name()
-                    );
-                    infra.push(format!("{} {}", target.name, runner.name()));
-                }
-            }
-        }
-        let kr = kselftest::kernel_run(&session, target, kernel)?;
-        runs.push((kr, !target.flavor.is_base()));
-    }
+    let AllRuns { runs, infra } =
+        run_all(&args, &lists, &runners, &session, (&targets, &run_dirs))?;
     let strict = default_set(&args);
     finish(&session, &runs, &infra, strict, &left_out)
+}
+
+/// Every runner on every kernel, `--vms` guests at once; each kernel's
+/// results in runner order.
+fn run_all(
+    args: &KselftestArgs,
+    lists: &Lists,
+    runners: &[Runner],
+    session: &Session,
+    (targets, run_dirs): (&[Target], &[PathBuf]),
+) -> Result<AllRuns> {
+    // Every runner's arguments, so that a bad list fails before a boot.
+    let planned: Vec<(Vec<String>, Vec<String>)> = runners
+        .iter()
+        .map(|&r| {
+            let plan = lists.plan(args, r);
+            let argv = lists.argv(args, r, &plan)?;
+            Ok((plan, argv))
+        })
+        .collect::<Result<_>>()?;
+    let stall = args.stall.unwrap_or(guest::OUTPUT_STALL_SECS);
+    let side_by_side = args.vms.get() > 1 && targets.len() > 1;
+    let indices: Vec<usize> = (0..runners.len()).collect();
+    let jobs = schedule::interleaved(targets.len(), &indices);
+    let ran = schedule::run_keyed(
+        &jobs,
+        args.vms.get(),
+        |j| j.0,
+        |&(k, r)| {
+            let (target, runner, (plan, argv)) = (&targets[k], runners[r], &planned[r]);
+            eprintln!("== {}: {} {}", target.name, runner.name(), argv.join(" "));
+            let opts = RunOptions {
+                stall,
+                parallel: args.parallel,
+                label: side_by_side.then(|| format!("[{} {}] ", target.name, runner.name())),
+            };
+            let mut session = session.clone();
+            kselftest::run_on(
+                &mut session,
+                target,
+                &run_dirs[k],
+                (runner, argv),
+                plan,
+                &opts,
+            )
+        },
+    );
+    let mut by_kernel: Vec<Vec<RunnerRun>> = targets.iter().map(|_| Vec::new()).collect();
+    let mut infra = Vec::new();
+    // `jobs` go runner by runner, so each kernel's runs stay in order.
+    for (&(k, r), outcome) in jobs.iter().zip(ran) {
+        let (name, runner) = (&targets[k].name, runners[r]);
+        match outcome {
+            Ok(mut run) => {
+                if let Some(why) = &run.vm_failure {
+                    eprintln!(
+                        "== {name} {}: the VM could not do its job: {why}",
+                        runner.name()
+                    );
+                    infra.push(format!("{name} {}", runner.name()));
+                }
+                lists.not_counted(runner, &mut run.results);
+                by_kernel[k].push(run);
+            }
+            Err(err) => {
+                eprintln!(
+                    "== {name} {}: the VM could not do its job: {err:#}",
+                    runner.name()
+                );
+                infra.push(format!("{name} {}", runner.name()));
+            }
+        }
+    }
+    let mut runs = Vec::new();
+    for (target, kernel) in targets.iter().zip(by_kernel) {
+        let kr = kselftest::kernel_run(session, target, kernel)?;
+        runs.push((kr, !target.flavor.is_base()));
+    }
+    Ok(AllRuns { runs, infra })
+}
+
+/// Each kernel's run (true: a variant), and the kernel-runner pairs whose
+/// VM could not do its job.
+struct AllRuns {
+    runs: Vec<(KernelRun, bool)>,
+    infra: Vec<String>,
 }
 
 /// `--runner`, all five without it.

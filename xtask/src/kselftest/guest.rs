@@ -17,6 +17,7 @@ use super::{others, parse};
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
+use crate::vm::relay::LinePrefixed;
 use crate::vm::session::{GuestRun, Session};
 use crate::vm::targets::Target;
 
@@ -117,6 +118,9 @@ pub struct Job<'a> {
     /// test_progs's workers (`-j`); a parallel boot that dies is followed
     /// by serial ones, which can name the test that killed it.
     pub parallel: Option<usize>,
+    /// With guests running side by side, what the relayed output's lines
+    /// start with.
+    pub label: Option<String>,
 }
 
 /// What one boot's output says, by runner.
@@ -300,8 +304,13 @@ fn boot_once(
     let err = session.run_dir.join(format!("{stem}.err"));
     session.host_command = Some(command(job.dir, job.runner, argv)?);
     // Live, as test_progs prints it; parsed from the file afterwards.
-    let ran =
-        session.run_command_relayed(target, (&out, &err), std::io::stderr(), std::io::stderr())?;
+    let live = || -> Box<dyn std::io::Write + Send> {
+        match &job.label {
+            Some(label) => Box::new(LinePrefixed::new(label, std::io::stderr())),
+            None => Box::new(std::io::stderr()),
+        }
+    };
+    let ran = session.run_command_relayed(target, (&out, &err), live(), live())?;
     let read = |path: &Path| {
         fs::read(path)
             .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -12,6 +12,7 @@ pub mod lists;
 pub mod others;
 pub mod parse;
 pub mod runner;
+pub mod schedule;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -199,6 +200,14 @@ pub struct RunnerRun {
     pub vm_failure: Option<String>,
 }
 
+/// How one runner runs: its stall limit, test_progs's `-j`, and the
+/// label of its relayed lines when guests run side by side.
+pub struct RunOptions {
+    pub stall: u64,
+    pub parallel: Option<usize>,
+    pub label: Option<String>,
+}
+
 /// `runner` with `argv` on one kernel; `plan`: the tests it must report.
 pub fn run_on(
     session: &mut Session,
@@ -206,7 +215,7 @@ pub fn run_on(
     dir: &Path,
     (runner, argv): (Runner, &[String]),
     plan: &[String],
-    (stall, parallel): (u64, Option<usize>),
+    opts: &RunOptions,
 ) -> Result<RunnerRun> {
     // Only test_progs lists its tests, and can resume after one.
     let numbering = if runner.is_test_progs() {
@@ -219,8 +228,9 @@ pub fn run_on(
         dir,
         argv,
         numbering: &numbering,
-        stall,
-        parallel,
+        stall: opts.stall,
+        parallel: opts.parallel,
+        label: opts.label.clone(),
     };
     let ran = guest::run(session, target, &job)?;
     Ok(runner_run(target, runner, ran, plan))

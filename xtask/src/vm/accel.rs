@@ -13,6 +13,7 @@ const MEMO: &str = "kvm-unusable";
 
 /// Picks the accelerator, and falls back to TCG once KVM has shown it
 /// cannot run our kernels here.
+#[derive(Clone)]
 pub struct AccelPicker {
     choice: AccelChoice,
     kvm_failed: bool,

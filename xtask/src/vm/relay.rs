@@ -88,6 +88,57 @@ impl Relay {
     }
 }
 
+/// Writes whole lines to `out`, each behind `prefix`, so that the output
+/// of guests running side by side stays readable; a last line without a
+/// newline goes out when it is dropped.
+pub struct LinePrefixed<W: Write> {
+    prefix: String,
+    pending: Vec<u8>,
+    out: W,
+}
+
+impl<W: Write> LinePrefixed<W> {
+    pub fn new(prefix: &str, out: W) -> LinePrefixed<W> {
+        LinePrefixed {
+            prefix: prefix.to_string(),
+            pending: Vec::new(),
+            out,
+        }
+    }
+
+    fn emit(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let mut whole = self.prefix.clone().into_bytes();
+        whole.extend_from_slice(line);
+        // One write per line: lines of two relays do not mix.
+        self.out.write_all(&whole)
+    }
+}
+
+impl<W: Write> Write for LinePrefixed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            self.emit(&line)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl<W: Write> Drop for LinePrefixed<W> {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let mut rest = std::mem::take(&mut self.pending);
+            rest.push(b'\n');
+            let _ = self.emit(&rest);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +156,21 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn each_line_goes_out_whole_behind_the_prefix() {
+        let sink = Shared::default();
+        {
+            let mut w = LinePrefixed::new("[base] ", sink.clone());
+            w.write_all(b"#1 a").unwrap();
+            assert!(sink.0.lock().unwrap().is_empty(), "half a line went out");
+            w.write_all(b" OK\n#2 b OK\n#3").unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(sink.0.lock().unwrap().clone()).unwrap(),
+            "[base] #1 a OK\n[base] #2 b OK\n[base] #3\n"
+        );
     }
 
     #[test]

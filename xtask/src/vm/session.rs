@@ -29,7 +29,9 @@ pub struct Prepared {
 }
 
 /// Boots guests for one run: its directory, guest image, allowlist,
-/// accelerator and timeout.
+/// accelerator and timeout. A clone boots other kernels beside it (the
+/// boot numbering is shared).
+#[derive(Clone)]
 pub struct Session {
     pub run_dir: PathBuf,
     allowlist: Vec<String>,
@@ -51,7 +53,7 @@ pub struct Session {
     /// Boots so far per kernel: each boot keeps its own console log and
     /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
     /// new boot never overwrites the trace of the one that died.
-    boots: std::collections::HashMap<String, usize>,
+    boots: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
 }
 
 /// Host tools, the allowlist, a run directory, the kernels and the guest
@@ -221,7 +223,8 @@ impl Session {
 
     /// The results file and console log of `target`'s next boot.
     fn next_boot_files(&mut self, target: &Target) -> (PathBuf, PathBuf) {
-        let n = self.boots.entry(target.name.clone()).or_default();
+        let mut boots = self.boots.lock().expect("boot numbering lock");
+        let n = boots.entry(target.name.clone()).or_default();
         *n += 1;
         let stem = format!("{}-{n}", target.name);
         (
