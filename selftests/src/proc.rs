@@ -72,6 +72,17 @@ pub fn pagemap(addr: usize, pages: usize) -> io::Result<Vec<PagemapEntry>> {
         .collect())
 }
 
+/// `/proc/kpageflags` bit: the page is dirty.
+pub const KPF_DIRTY: u32 = 4;
+
+/// The flags `/proc/kpageflags` gives the page at `pfn` (root only).
+pub fn kpageflags(pfn: u64) -> io::Result<u64> {
+    let f = fs::File::open("/proc/kpageflags")?;
+    let mut buf = [0u8; 8];
+    f.read_exact_at(&mut buf, pfn * 8)?;
+    Ok(u64::from_ne_bytes(buf))
+}
+
 /// Present bit per page.
 pub fn pagemap_present(addr: usize, pages: usize) -> io::Result<Vec<bool>> {
     Ok(pagemap(addr, pages)?.iter().map(|e| e.present).collect())

@@ -1,7 +1,8 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T32).
+//! and the registry the runner executes in plan order (T01..T34).
 
 pub mod accounting;
+pub mod anon_inode;
 pub mod client;
 pub mod coherence;
 pub mod common;
@@ -75,6 +76,8 @@ pub const ALL: &[Test] = &[
     test!(window::t31_faults_per_window),
     // 2 s of racing under TCG, more on the debug kernel.
     test!(window::t32_window_fill_races, timeout = 20),
+    test!(anon_inode::t33_fault_timestamps),
+    test!(window::t34_window_fill_steps_over_present_pages),
 ];
 
 #[cfg(test)]
@@ -92,7 +95,7 @@ mod plan {
     #[test]
     fn every_case_has_both_expectations_and_its_functions() {
         let rows = rows();
-        for id in 1..=32 {
+        for id in 1..=34 {
             let tid = format!("T{id:02}");
             let row = rows
                 .iter()

@@ -1,4 +1,4 @@
-//! T29-T32: the window of pages one fault maps (patch 0002, kernel W).
+//! T29-T32, T34: the window of pages one fault maps (patch 0002, kernel W).
 //! A window is the aligned run of FAULT_WINDOW map pages around the
 //! faulting page, clamped to the VMA: it must never reach a neighbouring
 //! VMA, must keep a read-only mapping read-only, must save the faults it
@@ -228,6 +228,80 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
             &touched,
             &format!("{ctx}: map pages {vma:?} after writing them all"),
         );
+    }
+    Ok(())
+}
+
+/// Minor faults to read map pages `pages` of `m` (each once).
+fn faults_to_read(m: &Mapping, pages: &[usize]) -> u64 {
+    let before = proc::minor_faults();
+    std::hint::black_box(touch_pages(m, pages));
+    proc::minor_faults() - before
+}
+
+/// T34 (W is the window): a fault in a window some of whose pages are
+/// mapped already maps the rest in that one fault, stepping over the
+/// present ones. Window 1 of a 3W-page mapping is read whole, then pages
+/// are zapped with MADV_DONTNEED: below the one read next, right at it,
+/// past a run of present pages and at the window's end. Reading the hole
+/// W+10 takes one fault, and then exactly window 1 is present (P: the
+/// page read joins what was left; U: the read is SIGBUS, nothing comes
+/// back).
+pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
+    const W: usize = FAULT_WINDOW;
+    let read = W + 10;
+    // W+11..W+19 present: the fill above `read` starts at a present page,
+    // and W+20 lies further than one vm_insert_pages() batch past it.
+    let holes = [W + 3, read, W + 20, W + 21, 2 * W - 1];
+    let pm = PagedMap::new(3 * W);
+    pm.fill_all();
+    let m = pm.map_rw();
+    let window1: Vec<usize> = (W..2 * W).collect();
+    std::hint::black_box(touch_pages(&m, &window1));
+    for &h in &holes {
+        ok(
+            mm::madvise(m.addr() + h * PAGE, PAGE, libc::MADV_DONTNEED),
+            &format!("MADV_DONTNEED of page {h}"),
+        );
+    }
+    let mapped = ctx.pick(window1.clone(), (0..3 * W).collect());
+    let left: Vec<usize> = mapped.into_iter().filter(|p| !holes.contains(p)).collect();
+    assert_present(
+        &present_map_pages(m.addr(), 3 * W, 0),
+        &left,
+        &format!("{ctx}: window 1 read, then pages {holes:?} zapped"),
+    );
+    if !ctx.is_lazy() {
+        expect_signal("read of a zapped page", libc::SIGBUS, || {
+            m.read_u64(read * PAGE);
+        });
+        assert_present(
+            &present_map_pages(m.addr(), 3 * W, 0),
+            &left,
+            &format!("{ctx}: after the SIGBUS"),
+        );
+        return Ok(());
+    }
+    // Warm up the measuring code on anonymous memory, as T02 does.
+    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
+    std::hint::black_box(faults_to_read(&warm, &[0, 1]));
+    let faults = faults_to_read(&m, &[read]);
+    assert!(
+        (1..=2).contains(&faults),
+        "{ctx}: reading zapped page {read} took {faults} minor faults, expected 1"
+    );
+    let mut want = match ctx.kernel {
+        Kernel::Prefault => window1,
+        _ => left.iter().copied().chain([read]).collect(),
+    };
+    want.sort_unstable();
+    assert_present(
+        &present_map_pages(m.addr(), 3 * W, 0),
+        &want,
+        &format!("{ctx}: after reading page {read} (zapped: {holes:?})"),
+    );
+    for &p in &holes {
+        check_page(&m, p, p, &format!("{ctx}: zapped page {p} read again"));
     }
     Ok(())
 }
