@@ -258,6 +258,50 @@ pub fn touched_files(diff: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// The window's `#define` among the lines a patch adds, if it has one.
+    fn window_define(patch_text: &str) -> Option<usize> {
+        patch_text.lines().find_map(|l| {
+            let rest = l.strip_prefix("+#define ARRAY_MAP_FAULT_WINDOW")?;
+            rest.trim().parse().ok()
+        })
+    }
+
+    /// The guest's expectations (`PREFAULT_WINDOW_PAGES`) and the host's
+    /// figures take the window size from the one place the kernel does:
+    /// the series' `#define`.
+    #[test]
+    fn the_window_size_is_the_one_the_series_defines() {
+        let series = Series::load(&crate::project::root().join("patches")).unwrap();
+        let defined: Vec<(String, usize)> = series
+            .patches
+            .iter()
+            .filter_map(|p| {
+                let text = fs::read_to_string(&p.path).unwrap();
+                window_define(&text).map(|n| (p.name.clone(), n))
+            })
+            .collect();
+        assert_eq!(
+            defined.len(),
+            1,
+            "one patch of the series must #define ARRAY_MAP_FAULT_WINDOW: {defined:?}"
+        );
+        assert_eq!(
+            defined[0].1,
+            guest_common::protocol::PREFAULT_WINDOW_PAGES,
+            "{} defines a window of {} pages; set PREFAULT_WINDOW_PAGES in \
+             vm-images/guest-common/src/protocol/mod.rs to match",
+            defined[0].0,
+            defined[0].1
+        );
+    }
+
+    #[test]
+    fn the_window_define_is_read_from_added_lines_only() {
+        assert_eq!(window_define("+#define ARRAY_MAP_FAULT_WINDOW\t64\n"), Some(64));
+        assert_eq!(window_define(" #define ARRAY_MAP_FAULT_WINDOW\t64\n"), None);
+        assert_eq!(window_define("+#define ARRAY_MAP_FAULT_BATCH\t16\n"), None);
+    }
+
     #[test]
     fn series_skips_comments_and_blank_lines() {
         let text =

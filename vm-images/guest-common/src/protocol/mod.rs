@@ -46,7 +46,8 @@ pub const PLAN_KERNELS: [&str; 3] = ["base", "patched", "prefault"];
 
 /// Map pages one fault maps on "prefault" (patch 0002's
 /// ARRAY_MAP_FAULT_WINDOW): what its tests and the bench's Rss bound
-/// expect.
+/// expect. xtask's `the_window_size_is_the_one_the_series_defines` fails
+/// when the two differ.
 pub const PREFAULT_WINDOW_PAGES: usize = 64;
 
 /// Kernel command-line keys read by /init.
