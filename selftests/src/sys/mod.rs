@@ -3,6 +3,7 @@
 //! so tests can assert on the exact errno.
 
 pub mod bpf;
+pub mod catch;
 pub mod mm;
 
 use std::io;

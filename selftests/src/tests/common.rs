@@ -223,6 +223,24 @@ pub fn ok<T>(r: io::Result<T>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: {}", err_name(&e)))
 }
 
+/// A write to `off` of `m` must be refused with SIGSEGV (SEGV_ACCERR) at
+/// that address. It runs in this process, so the page tables checked
+/// next are the ones the refused write left.
+#[track_caller]
+pub fn refused_write(m: &Mapping, off: usize, what: &str) {
+    let addr = m.addr() + off;
+    let got = crate::sys::catch::store_u64(addr, 0xBAD0_BAD0);
+    let want = crate::sys::catch::Caught {
+        signal: libc::SIGSEGV,
+        code: crate::sys::catch::SEGV_ACCERR,
+        addr,
+    };
+    assert!(
+        got == Some(want),
+        "{what}: expected SIGSEGV (SEGV_ACCERR) at {addr:#x}, got {got:?}"
+    );
+}
+
 /// Reads word 0 of each page (faulting each in) and returns their sum, so
 /// the loads cannot be optimised out.
 #[inline(never)]

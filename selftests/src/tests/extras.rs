@@ -28,9 +28,23 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
     advise_hugepage(ctx, &m);
     require_thp_enabled(ctx);
 
-    // Fault in the first (aligned) 2 MiB page by page.
+    // Fault in the first (aligned) 2 MiB page by page: one fault per 4 KiB
+    // page (P) or per window (W), never one for the whole 2 MiB.
     let first_half: Vec<usize> = (0..HALF).collect();
+    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
+    std::hint::black_box(touch_pages(&warm, &[0, 1]));
+    let before = proc::minor_faults();
     std::hint::black_box(touch_pages(&m, &first_half));
+    let faults = proc::minor_faults() - before;
+    let want = match ctx.kernel {
+        Kernel::Base => 0,
+        Kernel::Patched => HALF as u64,
+        Kernel::Prefault => (HALF / FAULT_WINDOW) as u64,
+    };
+    assert!(
+        (want..=want + 1).contains(&faults),
+        "{ctx}: reading the first 2 MiB page by page after MADV_HUGEPAGE took {faults} minor faults, expected {want}"
+    );
     expect_errno(
         mm::madvise(m.addr(), 2 * MIB, mm::MADV_COLLAPSE),
         &[libc::EINVAL],

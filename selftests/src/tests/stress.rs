@@ -451,6 +451,15 @@ pub fn t20_huge_map_lazy(ctx: &Ctx) -> Result<(), Skip> {
         );
         let at = ctx.pick(probe(i), 5);
         check_page(mp, at, probe(i), &format!("mapping {i}"));
+        // The page read, its window or the whole 32 MiB: per kernel.
+        let vma = ctx.pick(0..PAGES, i * window..(i + 1) * window);
+        let want = ctx.present_after(vma, &[probe(i)]).len() * PAGE;
+        assert_eq!(
+            rss(mp.addr()),
+            want as u64,
+            "{ctx}: Rss of mapping {i} after reading map page {}",
+            probe(i)
+        );
     }
     let pte_kb = ok(proc::vm_pte_kb(), "VmPTE") - pte_before;
     println!("[selftests] t20: {MAPPINGS} mappings cost {pte_kb} kB of page tables on the {ctx}");

@@ -6,7 +6,7 @@
 //! race it. On U and P the same cases hold their own exact expectations.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -142,10 +142,10 @@ pub fn t30_window_fill_keeps_readonly(ctx: &Ctx) -> Result<(), Skip> {
         &format!("{ctx}: read-only mapping after reading page 3"),
     );
     for p in [3, 0, 5, FAULT_WINDOW - 1, FAULT_WINDOW] {
-        expect_signal(
-            &format!("write to page {p} of the read-only mapping"),
-            libc::SIGSEGV,
-            || ro.write_u64(p * PAGE, 1),
+        refused_write(
+            &ro,
+            p * PAGE,
+            &format!("{ctx}: write to page {p} of the read-only mapping"),
         );
     }
     assert_present(
@@ -200,7 +200,8 @@ fn expected_faults(ctx: &Ctx, vma: &Range<usize>, touched: &[usize]) -> u64 {
 /// T31 (W is the window): writing every page of a 4W-page mapping takes
 /// 0 faults (U), 4W (P) or 4 (W); of a (3W+8)-page mapping at map page 5,
 /// 0, 3W+8 or 4 (windows 5..W, W..2W, 2W..3W, 3W..3W+13). Writing them
-/// again takes none.
+/// again takes none. Writing map page W+2 alone through a fresh mapping
+/// at map page 5 maps the window W..2W: windows are aligned in the map.
 pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
     const W: usize = FAULT_WINDOW;
     let pm = PagedMap::new(4 * W);
@@ -229,6 +230,17 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
             &format!("{ctx}: map pages {vma:?} after writing them all"),
         );
     }
+    // Windows are aligned in the map, not in the VMA: through a fresh
+    // mapping at map page 5, a write to map page W+2 maps W..2W (a window
+    // counted from the VMA's start would be 5..W+5).
+    let vma = 5..3 * W + 13;
+    let m = ok(pm.mmap(vma.len(), RW, vma.start), "second mapping at map page 5");
+    m.write_u64((W + 2 - vma.start) * PAGE, 0xF0F0);
+    assert_present(
+        &present_map_pages(m.addr(), vma.len(), vma.start),
+        &ctx.present_after(vma.clone(), &[W + 2]),
+        &format!("{ctx}: map pages {vma:?} after writing map page W+2 alone"),
+    );
     Ok(())
 }
 
@@ -339,9 +351,9 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
     let zap = zap_other.as_ref().unwrap_or(&readers_map);
     // Where the remapper's mapping is now and how many pages it has, in
     // one word (`published`; 0: none).
-    let moving = AtomicUsize::new(0);
+    let moving = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let counts: [AtomicU64; 4] = Default::default();
+    let counts: [AtomicU64; 5] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(2);
     let start = Barrier::new(4);
     let (pm, stable, moving, stop, counts, start) =
@@ -351,7 +363,7 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
         s.spawn(move || random_read_loop(stable, PAGES, start, stop, &counts[0]));
         s.spawn(move || random_dontneed_loop(zap, PAGES, start, stop, &counts[1]));
         s.spawn(move || {
-            remote_reader_loop(moving, PAGES, start, stop, &counts[2]);
+            remote_reader_loop(moving, PAGES, (start, stop), &counts[2], &counts[4]);
         });
         s.spawn(move || {
             // Also when the remapper fails: the others must not spin on.
@@ -362,8 +374,16 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
     });
 
     let loops: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-    println!("[selftests] t32: reads, dontneed, remote reads, remaps = {loops:?}");
-    for (name, n) in ["reader", "madvise", "remote reader", "remapper"]
+    println!(
+        "[selftests] t32: reads, dontneed, remote reads, remaps, remote reads of a still mapping = {loops:?}"
+    );
+    for (name, n) in [
+        "reader",
+        "madvise",
+        "remote reader",
+        "remapper",
+        "remote reader (mapping unchanged)",
+    ]
         .iter()
         .zip(&loops)
     {
@@ -418,24 +438,35 @@ fn random_dontneed_loop(
     }
 }
 
-/// A mapping's page-aligned address and its page count (under a page)
-/// in one word, so that a reader never pairs an address with the length
-/// of another state of the mapping.
-fn published(addr: usize, pages: usize) -> usize {
-    debug_assert!(addr.is_multiple_of(PAGE) && pages < PAGE);
-    addr | pages
+/// The remapper's mapping as one word: its page-aligned address, the map
+/// page it starts at and its page count (each under 256), so that a
+/// reader never pairs one state of the mapping with another's length or
+/// pages. 0: no mapping.
+fn published(addr: usize, first: usize, pages: usize) -> u64 {
+    debug_assert!(addr.is_multiple_of(PAGE) && first < 256 && pages < 256);
+    (addr as u64) << 16 | (first as u64) << 8 | pages as u64
+}
+
+/// [`published`]'s address, first map page and page count.
+fn unpublished(word: u64) -> (usize, usize, usize) {
+    (
+        (word >> 16) as usize,
+        (word >> 8 & 0xff) as usize,
+        (word & 0xff) as usize,
+    )
 }
 
 /// Until `stop`: process_vm_readv of a random page of the remapper's
 /// mapping wherever it is now (a vanished mapping is EFAULT, not a
-/// signal); what it reads must be word 0 of one of the map's
-/// `map_pages` pages.
+/// signal). A read during which the mapping stayed as published must be
+/// word 0 of exactly the map page at that offset (counted in `exact`);
+/// one the remapper raced must still be word 0 of some page of the map.
 fn remote_reader_loop(
-    moving: &AtomicUsize,
+    moving: &AtomicU64,
     map_pages: usize,
-    start: &Barrier,
-    stop: &AtomicBool,
+    (start, stop): (&Barrier, &AtomicBool),
     reads: &AtomicU64,
+    exact: &AtomicU64,
 ) {
     let mut buf = [0u8; 8];
     let mut rng = 0xd1b5_4a32_d192_ed03;
@@ -444,20 +475,34 @@ fn remote_reader_loop(
     start.wait();
     while !stop.load(Ordering::Relaxed) {
         let word = moving.load(Ordering::Acquire);
-        let (at, pages) = (word & !(PAGE - 1), word & (PAGE - 1));
+        let (at, first, pages) = unpublished(word);
         if pages == 0 {
             thread::yield_now();
             continue;
         }
         let k = next(&mut rng) as usize % pages;
-        if mm::process_vm_readv(me, at + k * PAGE, &mut buf).is_ok() {
-            let v = u64::from_ne_bytes(buf);
+        if mm::process_vm_readv(me, at + k * PAGE, &mut buf).is_err() {
+            continue;
+        }
+        let v = u64::from_ne_bytes(buf);
+        // The remapper publishes every new state before it maps anything
+        // else: an unchanged word means the read saw this state.
+        if moving.load(Ordering::Acquire) == word {
+            assert_eq!(
+                v,
+                pattern(first + k, 0),
+                "remote read of page {k} of the mapping of map pages {first}..{}: not map page {}",
+                first + pages,
+                first + k
+            );
+            exact.fetch_add(1, Ordering::Relaxed);
+        } else {
             assert!(
                 is_word0_of_a_page(v, map_pages),
                 "remote read of page {k} of the moving mapping: {v:#x} is no page of the map"
             );
-            reads.fetch_add(1, Ordering::Relaxed);
         }
+        reads.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -472,7 +517,7 @@ impl Drop for StopOnDrop<'_> {
 
 /// Until `deadline`: map 40 pages at an unaligned map page, touch some,
 /// publish the address, move it with mremap(), unmap it in two halves.
-fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline: Instant) {
+fn remap_loop(pm: &PagedMap, moving: &AtomicU64, rounds: &AtomicU64, deadline: Instant) {
     const MOVING: usize = 40;
     let mut round = 0usize;
     while Instant::now() < deadline {
@@ -480,7 +525,7 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
         round += 1;
         let m = ok(pm.mmap(MOVING, RW, first), "mmap in the remapper");
         let (addr, len) = m.leak();
-        moving.store(published(addr, MOVING), Ordering::Release);
+        moving.store(published(addr, first, MOVING), Ordering::Release);
         // SAFETY: a fresh mapping of MOVING pages of the map.
         let v = unsafe { mm::peek(addr + 17 * PAGE) };
         assert_eq!(
@@ -500,7 +545,7 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
             ),
             "mremap in the remapper",
         );
-        moving.store(published(to, MOVING), Ordering::Release);
+        moving.store(published(to, first, MOVING), Ordering::Release);
         // SAFETY: the moved mapping is ours.
         let v = unsafe { mm::peek(to + 30 * PAGE) };
         assert_eq!(
@@ -511,7 +556,10 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicUsize, rounds: &AtomicU64, deadline:
         ok(mm::munmap(to, len / 2), "munmap of the first half");
         // Only the second half is left: reading 40 pages from it would
         // read whatever lies beyond the mapping.
-        moving.store(published(to + len / 2, MOVING / 2), Ordering::Release);
+        moving.store(
+            published(to + len / 2, first + MOVING / 2, MOVING / 2),
+            Ordering::Release,
+        );
         ok(
             mm::munmap(to + len / 2, len / 2),
             "munmap of the second half",
@@ -526,12 +574,9 @@ mod unit {
     use super::*;
 
     #[test]
-    fn a_published_mapping_keeps_its_address_and_length_apart() {
-        let word = published(0x7f00_1234_5000, 20);
-        assert_eq!(
-            (word & !(PAGE - 1), word & (PAGE - 1)),
-            (0x7f00_1234_5000, 20)
-        );
+    fn a_published_mapping_keeps_its_address_first_page_and_length_apart() {
+        let word = published(0x7f00_1234_5000, 72, 20);
+        assert_eq!(unpublished(word), (0x7f00_1234_5000, 72, 20));
     }
 
     #[test]
