@@ -29,7 +29,12 @@ fn times(fd: BorrowedFd<'_>, what: &str) -> Times {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open for the borrow; `st` is a valid out-pointer.
     let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
-    assert_eq!(rc, 0, "fstat of {what}: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "fstat of {what}: {}",
+        std::io::Error::last_os_error()
+    );
     Times {
         mtime: (st.st_mtime, st.st_mtime_nsec),
         ctime: (st.st_ctime, st.st_ctime_nsec),
@@ -47,7 +52,10 @@ fn eventfd() -> OwnedFd {
 /// Whether the page mapped at `addr` is dirty, by its pfn.
 fn page_dirty(addr: usize, what: &str) -> bool {
     let entry = proc::pagemap(addr, 1).expect("reading /proc/self/pagemap")[0];
-    assert!(entry.present && entry.pfn != 0, "{what}: not present, or no pfn (not root?)");
+    assert!(
+        entry.present && entry.pfn != 0,
+        "{what}: not present, or no pfn (not root?)"
+    );
     let flags = proc::kpageflags(entry.pfn).expect("reading /proc/kpageflags");
     flags >> proc::KPF_DIRTY & 1 == 1
 }
@@ -73,7 +81,10 @@ pub fn t33_fault_timestamps(ctx: &Ctx) -> Result<(), Skip> {
         start,
         "{ctx}: a read fault changed the anonymous inode's times (map fd, eventfd)"
     );
-    assert!(!page_dirty(reader.addr() + PAGE, "page 1"), "{ctx}: a read made page 1 dirty");
+    assert!(
+        !page_dirty(reader.addr() + PAGE, "page 1"),
+        "{ctx}: a read made page 1 dirty"
+    );
 
     thread::sleep(TICK);
     writer.write_u64(2 * PAGE, 0x7733);
@@ -94,7 +105,10 @@ pub fn t33_fault_timestamps(ctx: &Ctx) -> Result<(), Skip> {
             after, start,
             "{ctx}: the first write through a mapping changed the anonymous inode's times (map fd, eventfd)"
         );
-        assert!(!dirty, "{ctx}: a write through the mapping made page 2 dirty");
+        assert!(
+            !dirty,
+            "{ctx}: a write through the mapping made page 2 dirty"
+        );
     }
     assert_eq!(pm.lookup_word(2, 0), 0x7733, "LOOKUP_ELEM after the write");
     Ok(())

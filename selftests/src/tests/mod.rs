@@ -1,5 +1,5 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T34).
+//! and the registry the runner executes in plan order (T01..T35).
 
 pub mod accounting;
 pub mod anon_inode;
@@ -7,6 +7,7 @@ pub mod client;
 pub mod coherence;
 pub mod common;
 pub mod extras;
+pub mod failures;
 pub mod laziness;
 pub mod lifetime;
 pub mod neighbours;
@@ -78,6 +79,7 @@ pub const ALL: &[Test] = &[
     test!(window::t32_window_fill_races, timeout = 20),
     test!(anon_inode::t33_fault_timestamps),
     test!(window::t34_window_fill_steps_over_present_pages),
+    test!(failures::t35_window_fill_page_table_failures),
 ];
 
 #[cfg(test)]
@@ -95,7 +97,7 @@ mod plan {
     #[test]
     fn every_case_has_both_expectations_and_its_functions() {
         let rows = rows();
-        for id in 1..=34 {
+        for id in 1..=35 {
             let tid = format!("T{id:02}");
             let row = rows
                 .iter()

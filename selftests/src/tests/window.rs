@@ -234,7 +234,10 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
     // mapping at map page 5, a write to map page W+2 maps W..2W (a window
     // counted from the VMA's start would be 5..W+5).
     let vma = 5..3 * W + 13;
-    let m = ok(pm.mmap(vma.len(), RW, vma.start), "second mapping at map page 5");
+    let m = ok(
+        pm.mmap(vma.len(), RW, vma.start),
+        "second mapping at map page 5",
+    );
     m.write_u64((W + 2 - vma.start) * PAGE, 0xF0F0);
     assert_present(
         &present_map_pages(m.addr(), vma.len(), vma.start),
@@ -384,8 +387,8 @@ pub fn t32_window_fill_races(ctx: &Ctx) -> Result<(), Skip> {
         "remapper",
         "remote reader (mapping unchanged)",
     ]
-        .iter()
-        .zip(&loops)
+    .iter()
+    .zip(&loops)
     {
         assert!(*n > 0, "{ctx}: the {name} thread never got through a round");
     }

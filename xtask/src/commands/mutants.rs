@@ -41,7 +41,9 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     hostdeps::ensure_kernel_build(&source)?;
     hostdeps::ensure_boot(&source)?;
     let run_dir = project::new_run_dir(&source.cache_dir, "mutants")?;
-    let tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images"])?;
+    // The tests, the guest image and the kernels' configuration: a change
+    // to any of them can change an outcome.
+    let tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
     let mut ledger = Ledger::open(&source.cache_dir)?;
     let started = Instant::now();
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();

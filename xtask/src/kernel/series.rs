@@ -297,7 +297,10 @@ mod tests {
 
     #[test]
     fn the_window_define_is_read_from_added_lines_only() {
-        assert_eq!(window_define("+#define ARRAY_MAP_FAULT_WINDOW\t64\n"), Some(64));
+        assert_eq!(
+            window_define("+#define ARRAY_MAP_FAULT_WINDOW\t64\n"),
+            Some(64)
+        );
         assert_eq!(window_define(" #define ARRAY_MAP_FAULT_WINDOW\t64\n"), None);
         assert_eq!(window_define("+#define ARRAY_MAP_FAULT_BATCH\t16\n"), None);
     }

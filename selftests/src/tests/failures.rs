@@ -1,0 +1,204 @@
+//! T35: a fault whose page tables cannot be allocated. fail_page_alloc
+//! (debugfs), armed for this thread alone, fails one page allocation: the
+//! page table that a window fill needs past a 2 MiB boundary, or the one
+//! the faulting page itself needs. These are vm_insert_pages()'s errors
+//! other than -EBUSY, which nothing else in the plan can reach.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+
+use super::common::*;
+use crate::proc;
+
+const FAIL_PAGE_ALLOC: &str = "/sys/kernel/debug/fail_page_alloc";
+
+/// One page allocation of this thread failing, after `pass` that succeed.
+struct Injection {
+    make_it_fail: File,
+    times: File,
+}
+
+impl Injection {
+    /// Sets fail_page_alloc up; nothing fails until [`Injection::armed`].
+    fn new(pass: u32) -> Injection {
+        for (knob, value) in [
+            ("task-filter", "Y".to_string()),
+            ("probability", "100".into()),
+            ("interval", "1".into()),
+            ("verbose", "0".into()),
+            ("min-order", "0".into()),
+            ("ignore-gfp-wait", "N".into()),
+            ("ignore-gfp-highmem", "N".into()),
+            ("space", pass.to_string()),
+            ("times", "1".into()),
+        ] {
+            let path = format!("{FAIL_PAGE_ALLOC}/{knob}");
+            ok(
+                fs::write(&path, value),
+                &format!("writing {path} (CONFIG_FAIL_PAGE_ALLOC?)"),
+            );
+        }
+        // Opened now: once armed, opening a file could be what fails.
+        let open = |path: &str| {
+            ok(
+                fs::OpenOptions::new().read(true).write(true).open(path),
+                &format!("opening {path}"),
+            )
+        };
+        Injection {
+            make_it_fail: open("/proc/thread-self/make-it-fail"),
+            times: open(&format!("{FAIL_PAGE_ALLOC}/times")),
+        }
+    }
+
+    /// Runs `f` with this thread's allocations subject to the injection;
+    /// whether the failure was spent.
+    fn armed<T>(&self, f: impl FnOnce() -> T) -> (T, bool) {
+        ok(self.make_it_fail.write_at(b"1", 0), "arming make-it-fail");
+        let out = f();
+        ok(
+            self.make_it_fail.write_at(b"0", 0),
+            "disarming make-it-fail",
+        );
+        // debugfs attributes cannot seek: one read, then one write.
+        let mut buf = [0u8; 16];
+        let n = ok(
+            (&self.times).read(&mut buf),
+            "reading fail_page_alloc/times",
+        );
+        let left = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+        ok((&self.times).write(b"0"), "clearing fail_page_alloc/times");
+        (out, left == "0")
+    }
+}
+
+/// The map's pages 0..2W mapped so that map page 32 starts a new 2 MiB
+/// region whose page table does not exist yet, while that of the region
+/// before it does (an anonymous page there was written). 4 MiB-aligned,
+/// so both regions share their upper page tables.
+fn across_a_page_table(pm: &PagedMap) -> Mapping {
+    const SPLIT: usize = 32;
+    let (at, _) = ok(mm::reserve(4 * MIB, 4 * MIB), "reserving 4 MiB").leak();
+    let anon = ok(
+        mm::mmap(
+            at,
+            PAGE,
+            RW,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            None,
+            0,
+        ),
+        "an anonymous page in the first 2 MiB",
+    );
+    anon.write_u64(0, 1);
+    anon.leak();
+    let start = at + 2 * MIB - SPLIT * PAGE;
+    ok(
+        mm::mmap(
+            start,
+            2 * FAULT_WINDOW * PAGE,
+            RW,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            Some(pm.map.fd()),
+            0,
+        ),
+        "the map across the 2 MiB boundary",
+    )
+}
+
+/// T35 (W is the window, pages 0..W straddle a 2 MiB boundary at map page
+/// 32). A: reading page 16 while the page table past the boundary cannot
+/// be allocated: the page and 17..31 are mapped, the fill stops at the
+/// failure (and skips 0..15); reading page 40 afterwards maps the rest of
+/// the window. B: reading page 40 while its own page table cannot be
+/// allocated (the first allocation, the core's pre-allocation, passes):
+/// the fault reports OOM, the core retries it, and the read succeeds in
+/// one counted fault with the window mapped; the least of three tries is
+/// compared, which rules out a stray fault of the test itself.
+pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
+    let pm = PagedMap::new(2 * FAULT_WINDOW);
+    pm.fill_all();
+    let m = across_a_page_table(&pm);
+    let present = |m: &Mapping| present_pages(m.addr(), 2 * FAULT_WINDOW);
+    let (_, spent) = Injection::new(0).armed(|| check_page(&m, 16, 16, "page 16, fill failing"));
+    let want = match ctx.kernel {
+        Kernel::Base => (0..2 * FAULT_WINDOW).collect(),
+        Kernel::Patched => vec![16],
+        Kernel::Prefault => (16..32).collect(),
+    };
+    assert!(
+        present(&m) == want,
+        "{ctx}: after reading page 16 with the page table past page 31 failing: present {}, expected {}",
+        ranges(&present(&m)),
+        ranges(&want)
+    );
+    if ctx.kernel == Kernel::Prefault {
+        assert!(
+            spent,
+            "{ctx}: the window fill never allocated the page table past page 31"
+        );
+    }
+    check_page(&m, 40, 40, "page 40 after the failure");
+    assert_present_window(
+        ctx,
+        &present(&m),
+        &[16, 40],
+        "after reading page 40 as well",
+    );
+
+    let faults: Vec<u64> = (0..3).map(|_| own_table_fails(ctx, &pm)).collect();
+    let least = *faults.iter().min().expect("three tries");
+    let want = ctx.pick(1, 0);
+    assert_eq!(
+        least,
+        want,
+        "{ctx}: minor faults to read page 40 while its page table fails once (three tries: {faults:?})"
+    );
+    Ok(())
+}
+
+/// Case B once, on a fresh mapping: the read's minor faults.
+fn own_table_fails(ctx: &Ctx, pm: &PagedMap) -> u64 {
+    let m = across_a_page_table(pm);
+    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
+    std::hint::black_box(touch_pages(&warm, &[0, 1]));
+    let (faults, spent) = Injection::new(1).armed(|| {
+        let before = proc::minor_faults();
+        std::hint::black_box(touch_pages(&m, &[40]));
+        proc::minor_faults() - before
+    });
+    check_page(
+        &m,
+        40,
+        40,
+        &format!("{ctx}: page 40, its page table failing once"),
+    );
+    if ctx.kernel == Kernel::Prefault {
+        assert!(
+            spent,
+            "{ctx}: the fault never allocated page 40's page table"
+        );
+    }
+    let got = present_pages(m.addr(), 2 * FAULT_WINDOW);
+    assert_present_window(
+        ctx,
+        &got,
+        &[40],
+        "after reading page 40, its page table failing once",
+    );
+    faults
+}
+
+/// What touching `touched` leaves present in a 2W-page mapping at map
+/// page 0, on this kernel.
+#[track_caller]
+fn assert_present_window(ctx: &Ctx, got: &[usize], touched: &[usize], what: &str) {
+    let want = ctx.present_after(0..2 * FAULT_WINDOW, touched);
+    assert!(
+        got == want,
+        "{ctx}: {what}: present {}, expected {}",
+        ranges(got),
+        ranges(&want)
+    );
+}
