@@ -30,7 +30,9 @@ impl Injection {
             ("min-order", "0".into()),
             ("ignore-gfp-wait", "N".into()),
             ("ignore-gfp-highmem", "N".into()),
-            ("space", pass.to_string()),
+            // Counted in pages (an order-0 allocation is 1); an
+            // allocation passes while more than its size is left.
+            ("space", (pass + 1).to_string()),
             ("times", "1".into()),
         ] {
             let path = format!("{FAIL_PAGE_ALLOC}/{knob}");
