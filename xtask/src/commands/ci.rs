@@ -113,6 +113,11 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
 /// on a debug kernel: `cargo xtask kselftest` runs it.
 const CI_RUNNERS: &str = "test_progs,test_progs-no_alu32,test_progs-cpuv4,test_verifier";
 
+/// Two guests at once: under TCG each runner's guest runs its vCPUs on
+/// one host thread, so two kernels side by side use both cores of these
+/// machines.
+const KSELFTEST_VMS: &str = "2";
+
 /// The suites on the built kernels: vmtest, then the BPF tree's own
 /// test_progs, each per kernel, the debug kernel last.
 fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Step) -> Vec<Step> {
@@ -148,7 +153,15 @@ fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Ste
     steps.push(xt(
         "kselftest",
         "kselftest base/patched/prefault",
-        &["kselftest", "--kernel", "all", "--runner", CI_RUNNERS],
+        &[
+            "kselftest",
+            "--kernel",
+            "all",
+            "--runner",
+            CI_RUNNERS,
+            "--vms",
+            KSELFTEST_VMS,
+        ],
     ));
     if !args.no_debug {
         steps.push(xt(
@@ -161,6 +174,8 @@ fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Ste
                 "--debug",
                 "--runner",
                 CI_RUNNERS,
+                "--vms",
+                KSELFTEST_VMS,
             ],
         ));
     }
