@@ -228,8 +228,23 @@ fn run_one(
     Ok(outcome::judge(&results, failure))
 }
 
-/// The table per patch, every survivor's diff, `report.md` in the run's
-/// directory; exit 1 when a counted mutant survived. `secs`: this run's
+/// One line per mutant for `report.md`: its outcome and what decided it
+/// (the test that killed it, the crash, the build error).
+fn every_outcome(chosen: &[Mutant], outcomes: &[Option<Outcome>]) -> String {
+    let mut out = String::from("## Every mutant\n\n");
+    for (m, o) in chosen.iter().zip(outcomes) {
+        let line = match o {
+            Some(o) => format!("{} {}: {}", m.id, o.word(), o.detail()),
+            None => format!("{} equivalent", m.id),
+        };
+        out.push_str(&line.replace('\n', " "));
+        out.push('\n');
+    }
+    out
+}
+
+/// The table per patch, every survivor's diff, and in `report.md` in the
+/// run's directory also every mutant's outcome; exit 1 when a counted mutant survived. `secs`: this run's
 /// time, and what the outcomes taken from the ledger took when they ran.
 fn report(
     chosen: &[Mutant],
@@ -261,7 +276,9 @@ fn report(
     });
     text.extend(unbuilt);
     let path = run_dir.join("report.md");
-    fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    let every = every_outcome(chosen, outcomes);
+    fs::write(&path, format!("{text}\n{every}"))
+        .with_context(|| format!("writing {}", path.display()))?;
     print!("{text}");
     eprintln!("report: {}", path.display());
     let killed: usize = tallies.values().map(|t| t.killed + t.crashed).sum();
