@@ -199,11 +199,18 @@ impl Drop for Virtiofsd {
 }
 
 /// A fresh mode-0700 directory for the sockets, with a short path (a
-/// socket path must fit in 108 bytes).
+/// socket path must fit in 108 bytes). A name is never used twice in one
+/// process: a share whose sockets are
+/// released removes its directory again when it is dropped, and with
+/// guests side by side (`kselftest --vms`) that second removal would take
+/// a newer share's sockets if the name came back.
 fn private_dir() -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
     let base = std::env::temp_dir();
-    for n in 0..100u32 {
+    for _ in 0..100u32 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("{SOCKET_DIR_PREFIX}{}-{n}", std::process::id()));
         match fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(dir),
@@ -239,6 +246,15 @@ fn owner_pid(name: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_directory_name_never_comes_back() {
+        let first = private_dir().unwrap();
+        fs::remove_dir_all(&first).unwrap();
+        let second = private_dir().unwrap();
+        fs::remove_dir_all(&second).unwrap();
+        assert_ne!(first, second, "a released name was handed out again");
+    }
 
     #[test]
     fn the_root_is_read_only_and_cached_the_project_writable() {
