@@ -241,6 +241,20 @@ pub fn refused_write(m: &Mapping, off: usize, what: &str) {
     );
 }
 
+/// Minor faults to read word 0 of each of `pages` of `m` (each once).
+pub fn faults_to_read(m: &Mapping, pages: &[usize]) -> u64 {
+    let before = crate::proc::minor_faults();
+    std::hint::black_box(touch_pages(m, pages));
+    crate::proc::minor_faults() - before
+}
+
+/// Runs the fault-counting code once on anonymous memory, so that the
+/// count that follows holds only the faults of the pages it touches.
+pub fn warm_up_fault_counting() {
+    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
+    std::hint::black_box(faults_to_read(&warm, &[0, 1]));
+}
+
 /// Reads word 0 of each page (faulting each in) and returns their sum, so
 /// the loads cannot be optimised out.
 #[inline(never)]

@@ -31,11 +31,8 @@ pub fn t26_thp_madvise_no_effect(ctx: &Ctx) -> Result<(), Skip> {
     // Fault in the first (aligned) 2 MiB page by page: one fault per 4 KiB
     // page (P) or per window (W), never one for the whole 2 MiB.
     let first_half: Vec<usize> = (0..HALF).collect();
-    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
-    std::hint::black_box(touch_pages(&warm, &[0, 1]));
-    let before = proc::minor_faults();
-    std::hint::black_box(touch_pages(&m, &first_half));
-    let faults = proc::minor_faults() - before;
+    warm_up_fault_counting();
+    let faults = faults_to_read(&m, &first_half);
     let want = match ctx.kernel {
         Kernel::Base => 0,
         Kernel::Patched => HALF as u64,

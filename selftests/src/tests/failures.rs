@@ -9,7 +9,6 @@ use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 
 use super::common::*;
-use crate::proc;
 
 const FAIL_PAGE_ALLOC: &str = "/sys/kernel/debug/fail_page_alloc";
 
@@ -129,10 +128,11 @@ pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
         Kernel::Patched => vec![16],
         Kernel::Prefault => (16..32).collect(),
     };
+    let got = present(&m);
     assert!(
-        present(&m) == want,
+        got == want,
         "{ctx}: after reading page 16 with the page table past page 31 failing: present {}, expected {}",
-        ranges(&present(&m)),
+        ranges(&got),
         ranges(&want)
     );
     if ctx.kernel == Kernel::Prefault {
@@ -163,13 +163,8 @@ pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
 /// Case B once, on a fresh mapping: the read's minor faults.
 fn own_table_fails(ctx: &Ctx, pm: &PagedMap) -> u64 {
     let m = across_a_page_table(pm);
-    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
-    std::hint::black_box(touch_pages(&warm, &[0, 1]));
-    let (faults, spent) = Injection::new(1).armed(|| {
-        let before = proc::minor_faults();
-        std::hint::black_box(touch_pages(&m, &[40]));
-        proc::minor_faults() - before
-    });
+    warm_up_fault_counting();
+    let (faults, spent) = Injection::new(1).armed(|| faults_to_read(&m, &[40]));
     check_page(
         &m,
         40,

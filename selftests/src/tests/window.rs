@@ -247,13 +247,6 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
     Ok(())
 }
 
-/// Minor faults to read map pages `pages` of `m` (each once).
-fn faults_to_read(m: &Mapping, pages: &[usize]) -> u64 {
-    let before = proc::minor_faults();
-    std::hint::black_box(touch_pages(m, pages));
-    proc::minor_faults() - before
-}
-
 /// T34 (W is the window): a fault in a window some of whose pages are
 /// mapped already maps the rest in that one fault, stepping over the
 /// present ones. Window 1 of a 3W-page mapping is read whole, then pages
@@ -297,9 +290,7 @@ pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
         );
         return Ok(());
     }
-    // Warm up the measuring code on anonymous memory, as T02 does.
-    let warm = ok(mm::anon(2 * PAGE, RW), "anonymous warm-up mapping");
-    std::hint::black_box(faults_to_read(&warm, &[0, 1]));
+    warm_up_fault_counting();
     let faults = faults_to_read(&m, &[read]);
     assert!(
         (1..=2).contains(&faults),
