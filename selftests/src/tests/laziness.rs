@@ -3,7 +3,6 @@
 //! while the VMA keeps the flags the eager path gave it.
 
 use super::common::*;
-use crate::proc;
 
 /// 8 MiB of 4 KiB elements.
 const PAGES: usize = 2048;
@@ -55,17 +54,8 @@ pub fn t02_touch_three_pages(ctx: &Ctx) -> Result<(), Skip> {
     touched.iter().for_each(|&p| pm.fill(p));
     let m = pm.map_rw();
 
-    // Warm up the measuring code (text, stack, getrusage) on anonymous
-    // memory, so that only the map's faults are counted below.
-    let warm = ok(mm::anon(3 * PAGE, RW), "anonymous warm-up mapping");
-    (0..3).for_each(|p| warm.write_u64(p * PAGE, 1));
-    std::hint::black_box(touch_pages(&warm, &[0, 1, 2]));
-    let _ = proc::minor_faults();
-
-    let before = proc::minor_faults();
-    let sum = touch_pages(&m, &touched);
-    let faults = proc::minor_faults() - before;
-    std::hint::black_box(sum);
+    warm_up_fault_counting();
+    let faults = faults_to_read(&m, &touched);
 
     // Three windows on prefault as well: the pages are far apart.
     if ctx.is_lazy() {

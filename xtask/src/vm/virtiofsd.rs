@@ -200,10 +200,10 @@ impl Drop for Virtiofsd {
 
 /// A fresh mode-0700 directory for the sockets, with a short path (a
 /// socket path must fit in 108 bytes). A name is never used twice in one
-/// process: a share whose sockets are
-/// released removes its directory again when it is dropped, and with
-/// guests side by side (`kselftest --vms`) that second removal would take
-/// a newer share's sockets if the name came back.
+/// process: a share whose sockets are released removes its directory
+/// again when it is dropped, and with guests side by side (`kselftest
+/// --vms`) that second removal would take a newer share's sockets if the
+/// name came back.
 fn private_dir() -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     use std::sync::atomic::{AtomicU32, Ordering};
