@@ -1,7 +1,7 @@
 //! The test runner and the result protocol parsed by the host harness.
 //!
 //! ```text
-//! selftests [--kernel base|patched] [--results PATH] [--list] [FILTER...]
+//! selftests [--kernel KERNEL] [--results PATH] [--list] [FILTER...]
 //! ```
 //!
 //! Without `--kernel` the binary is in host mode and reports every selected
@@ -17,6 +17,7 @@
 //! the test during which the kernel died), and one result per test.
 
 mod isolate;
+pub mod model;
 mod options;
 mod settle;
 
@@ -30,6 +31,7 @@ use guest_common::protocol::{Line, ResultWord, TestLine};
 
 use crate::child;
 use crate::kmsg::{find_splats, Kmsg};
+pub use model::{window, Fill, Filled, FAULT_WINDOW};
 use options::{InjectKind, Options, USAGE};
 
 /// Which kernel the guest booted.
@@ -37,11 +39,18 @@ use options::{InjectKind, Options, USAGE};
 pub enum Kernel {
     /// Without the series (U): mmap() inserts every page eagerly.
     Base,
-    /// With patch 0001 (P): each page is faulted in on its own.
+    /// With patch 0001 (P): each page is faulted in on its own, returned
+    /// to the core in vmf->page.
     Patched,
-    /// With 0001 and 0002 (W): a fault maps the aligned window of
+    /// With 0001 and 0002 (D): each page is faulted in on its own, mapped
+    /// by the handler.
+    Direct,
+    /// With 0001-0003 (W): a fault maps the aligned window of
     /// [`FAULT_WINDOW`] map pages around the faulting page, within the VMA.
     Prefault,
+    /// With 0001-0004 (A): a fault's window grows with the mapped run next
+    /// to it, up to [`FAULT_WINDOW`] pages.
+    Adaptive,
 }
 
 impl Kernel {
@@ -49,21 +58,29 @@ impl Kernel {
         match name {
             "base" => Some(Kernel::Base),
             "patched" => Some(Kernel::Patched),
+            "direct" => Some(Kernel::Direct),
             "prefault" => Some(Kernel::Prefault),
+            "adaptive" => Some(Kernel::Adaptive),
             _ => None,
         }
     }
-}
 
-/// Map pages one fault maps on the prefault kernel (patch 0002's
-/// ARRAY_MAP_FAULT_WINDOW), aligned to a multiple of it in the map.
-pub const FAULT_WINDOW: usize = guest_common::protocol::PREFAULT_WINDOW_PAGES;
+    /// How the kernel fills a mapping ([`model`]).
+    pub fn fill(self) -> Fill {
+        match self {
+            Kernel::Base => Fill::Eager,
+            Kernel::Patched | Kernel::Direct => Fill::PerPage,
+            Kernel::Prefault => Fill::AlignedWindow,
+            Kernel::Adaptive => Fill::Growing,
+        }
+    }
 
-/// The map pages a fault on map page `page` maps on the prefault kernel,
-/// through a VMA of map pages `vma`: its aligned window, clamped.
-pub fn window(page: usize, vma: &std::ops::Range<usize>) -> std::ops::Range<usize> {
-    let first = page - page % FAULT_WINDOW;
-    first.max(vma.start)..(first + FAULT_WINDOW).min(vma.end)
+    /// Whether a write fault goes through do_shared_fault() with the page
+    /// in vmf->page, which dirties it and updates the shared anon inode's
+    /// times (only 0001 alone: 0002 maps the page in the handler).
+    pub fn write_fault_dirties_inode(self) -> bool {
+        self == Kernel::Patched
+    }
 }
 
 /// What a test knows about its environment.
@@ -73,13 +90,13 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Pages are inserted by faults, not by mmap() (patched and prefault).
+    /// Pages are inserted by faults, not by mmap() (every variant).
     pub fn is_lazy(&self) -> bool {
         self.kernel != Kernel::Base
     }
 
-    /// The expectation for the kernel we run on, where the two lazy
-    /// kernels must agree: `lazy` on patched and prefault, `eager` on base.
+    /// The expectation for the kernel we run on, where the lazy kernels
+    /// must agree: `lazy` on every variant, `eager` on base.
     pub fn pick<T>(&self, lazy: T, eager: T) -> T {
         if self.is_lazy() {
             lazy
@@ -90,19 +107,26 @@ impl Ctx {
 
     /// The map pages present in a mapping of map pages `vma` (first page
     /// offset .. end) after user space touched the map pages `touched`
-    /// through it, starting untouched: all of them on base, the touched
-    /// ones on patched, their windows clamped to the VMA on prefault.
-    /// Sorted.
+    /// through it, in this order, starting untouched ([`model`]). Sorted.
     pub fn present_after(&self, vma: std::ops::Range<usize>, touched: &[usize]) -> Vec<usize> {
-        let mut present: Vec<usize> = match self.kernel {
-            Kernel::Base => vma.clone().collect(),
-            Kernel::Patched => touched.to_vec(),
-            Kernel::Prefault => touched.iter().flat_map(|&t| window(t, &vma)).collect(),
-        };
-        present.retain(|p| vma.contains(p));
-        present.sort_unstable();
-        present.dedup();
-        present
+        Filled::new(self.kernel, vma).touch(touched).pages()
+    }
+
+    /// The same, in a mapping whose map pages `present` are mapped already.
+    pub fn present_after_from(
+        &self,
+        vma: std::ops::Range<usize>,
+        present: &[usize],
+        touched: &[usize],
+    ) -> Vec<usize> {
+        Filled::with_present(self.kernel, vma, present)
+            .touch(touched)
+            .pages()
+    }
+
+    /// The faults user space takes to touch `touched` as `present_after`.
+    pub fn faults_after(&self, vma: std::ops::Range<usize>, touched: &[usize]) -> u64 {
+        Filled::new(self.kernel, vma).touch(touched).faults as u64
     }
 
     /// How many bytes of the mapping `present_after` makes resident.
@@ -115,7 +139,9 @@ impl fmt::Display for Ctx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kernel {
             Kernel::Patched => "patched kernel",
+            Kernel::Direct => "direct kernel",
             Kernel::Prefault => "prefault kernel",
+            Kernel::Adaptive => "adaptive kernel",
             Kernel::Base => "base kernel",
         })
     }
@@ -455,24 +481,16 @@ mod unit {
     }
 
     #[test]
-    fn present_pages_per_kernel() {
+    fn rss_follows_the_model() {
         let on = |kernel| Ctx { kernel };
-        let touched = [0, 17, 40];
-        assert_eq!(
-            on(Kernel::Base).present_after(8..48, &touched),
-            (8..48).collect::<Vec<_>>()
-        );
-        assert_eq!(on(Kernel::Patched).present_after(8..48, &touched), [17, 40]);
-        // Windows [0,W) and [2W,3W), the first clamped to the VMA's W/2..3W.
         let w = FAULT_WINDOW;
-        assert_eq!(
-            on(Kernel::Prefault).present_after(w / 2..3 * w, &[w / 2 + 1, 2 * w + 3]),
-            (w / 2..w).chain(2 * w..3 * w).collect::<Vec<_>>()
-        );
-        assert_eq!(on(Kernel::Prefault).present_after(0..4, &[0]), [0, 1, 2, 3]);
         assert_eq!(
             on(Kernel::Prefault).rss_after(0..2048, &[0, 1, 2047]),
             (2 * w * 4096) as u64
+        );
+        assert_eq!(
+            on(Kernel::Adaptive).rss_after(0..2048, &[0, 1, 2047]),
+            4 * 4096
         );
     }
 

@@ -3,7 +3,7 @@
 use super::Kernel;
 
 pub const USAGE: &str =
-    "usage: selftests [--kernel base|patched|prefault] [--results PATH] [--list]
+    "usage: selftests [--kernel base|patched|direct|prefault|adaptive] [--results PATH] [--list]
                  [--fail-fast] [--max-failures N] [--timeout-scale N]
                  [--inject crash|freeze|stall:TEST] [FILTER...]
   --kernel K         run the tests (guest mode) on kernel K; without it every
@@ -71,7 +71,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
             "--kernel" => {
                 let name = value("--kernel")?;
                 o.kernel = Some(Kernel::from_name(&name).ok_or(format!(
-                    "unknown kernel {name:?} (want base, patched or prefault)"
+                    "unknown kernel {name:?} (want base, patched, direct, prefault or adaptive)"
                 ))?)
             }
             "--results" => o.results = Some(value("--results")?),

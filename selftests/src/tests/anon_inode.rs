@@ -3,8 +3,9 @@
 //! such files share. A fault that hands the page back to the core
 //! (patched's `vmf->page`) goes through `fault_dirty_shared_page()` on a
 //! write: the page is marked dirty and `file_update_time()` runs on that
-//! shared inode. Base inserts at mmap() time, prefault's fault returns
-//! `VM_FAULT_NOPAGE`: neither does either.
+//! shared inode. Base inserts at mmap() time; from patch 0002 on (direct,
+//! prefault, adaptive) the fault maps the page itself and returns
+//! `VM_FAULT_NOPAGE`: none of them does either.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::thread;
@@ -90,7 +91,7 @@ pub fn t33_fault_timestamps(ctx: &Ctx) -> Result<(), Skip> {
     writer.write_u64(2 * PAGE, 0x7733);
     let after = snapshot();
     let dirty = page_dirty(writer.addr() + 2 * PAGE, "page 2");
-    if ctx.kernel == Kernel::Patched {
+    if ctx.kernel.write_fault_dirties_inode() {
         for (i, (_, what)) in fds.iter().enumerate() {
             assert!(
                 after[i].mtime > start[i].mtime && after[i].ctime > start[i].ctime,

@@ -241,6 +241,23 @@ pub fn refused_write(m: &Mapping, off: usize, what: &str) {
     );
 }
 
+/// Moves the mapping at `addr` (`len` bytes, given up by its owner) to a
+/// fresh address with mremap(MREMAP_FIXED); returns the new address.
+pub fn move_elsewhere(addr: usize, len: usize, what: &str) -> usize {
+    let dst = ok(mm::reserve(len, PAGE), "reserving the mremap target");
+    let (dst, _) = dst.leak();
+    ok(
+        mm::mremap(
+            addr,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            dst,
+        ),
+        what,
+    )
+}
+
 /// Minor faults to read word 0 of each of `pages` of `m` (each once).
 pub fn faults_to_read(m: &Mapping, pages: &[usize]) -> u64 {
     let before = crate::proc::minor_faults();

@@ -1,5 +1,5 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T35).
+//! and the registry the runner executes in plan order (T01..T38).
 
 pub mod accounting;
 pub mod anon_inode;
@@ -8,6 +8,7 @@ pub mod coherence;
 pub mod common;
 pub mod extras;
 pub mod failures;
+pub mod growing;
 pub mod laziness;
 pub mod lifetime;
 pub mod neighbours;
@@ -80,6 +81,10 @@ pub const ALL: &[Test] = &[
     test!(anon_inode::t33_fault_timestamps),
     test!(window::t34_window_fill_steps_over_present_pages),
     test!(failures::t35_window_fill_page_table_failures),
+    test!(growing::t36_growing_window_sequences),
+    test!(growing::t37_growing_window_state_is_the_page_table),
+    // Four threads sweeping 8 MiB: about a second under TCG.
+    test!(growing::t38_growing_window_concurrent_sweeps, timeout = 30),
 ];
 
 #[cfg(test)]

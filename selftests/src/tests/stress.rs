@@ -446,7 +446,7 @@ fn many_mappings(ctx: &Ctx, pm: &PagedMap, window: usize, mappings: usize) {
     let pte_before = ok(proc::vm_pte_kb(), "VmPTE");
     let maps: Vec<Mapping> = (0..mappings)
         .map(|i| match ctx.kernel {
-            Kernel::Patched | Kernel::Prefault => pm.map_rw(),
+            Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => pm.map_rw(),
             Kernel::Base => ok(pm.mmap(window, RW, i * window), "32 MiB window"),
         })
         .collect();
@@ -473,7 +473,7 @@ fn many_mappings(ctx: &Ctx, pm: &PagedMap, window: usize, mappings: usize) {
     match ctx.kernel {
         // One touched page (or window) per mapping: a PTE page plus upper
         // levels each.
-        Kernel::Patched | Kernel::Prefault => assert!(
+        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => assert!(
             pte_kb < 1024,
             "{ctx}: {mappings} lazily populated mappings use {pte_kb} kB of page tables"
         ),

@@ -211,7 +211,7 @@ fn zapped(ctx: &Ctx) -> (PagedMap, Mapping) {
 pub fn t14_dontneed_then_touch(ctx: &Ctx) -> Result<(), Skip> {
     let (pm, m) = zapped(ctx);
     match ctx.kernel {
-        Kernel::Patched | Kernel::Prefault => {
+        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
             for p in 0..8 {
                 check_page_full(&m, p, p, &format!("{ctx}: page {p} after DONTNEED"));
             }
@@ -247,7 +247,7 @@ pub fn t14_dontneed_then_proc_mem(ctx: &Ctx) -> Result<(), Skip> {
     let mut buf = vec![0u8; PAGE];
     let r = mem.read_at(&mut buf, (m.addr() + 2 * PAGE) as u64);
     match ctx.kernel {
-        Kernel::Patched | Kernel::Prefault => {
+        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
             assert_eq!(
                 ok(r, &format!("{ctx}: /proc/self/mem read after DONTNEED")),
                 PAGE
@@ -271,7 +271,7 @@ pub fn t14_dontneed_then_populate_read(ctx: &Ctx) -> Result<(), Skip> {
     let (_pm, m) = zapped(ctx);
     let r = mm::madvise(m.addr(), m.len(), mm::MADV_POPULATE_READ);
     match ctx.kernel {
-        Kernel::Patched | Kernel::Prefault => {
+        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
             ok(r, &format!("{ctx}: MADV_POPULATE_READ after DONTNEED"));
             assert_eq!(
                 rss(m.addr()),

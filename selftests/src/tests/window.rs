@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use super::common::*;
 use crate::proc;
-use crate::runner::window;
 
 /// Pages present in `[addr, addr + pages)`, as map pages: the mappings
 /// there map page `first + i` at page `i`.
@@ -185,16 +184,10 @@ fn faults_to_write(m: &Mapping, pages: &[usize]) -> u64 {
 }
 
 /// Faults to touch map pages `touched` through a VMA of map pages `vma`
-/// the first time: none (U), one per page (P), one per window (W).
+/// the first time: none (U), one per page (P, D), one per window (W), one
+/// per growing window (A).
 fn expected_faults(ctx: &Ctx, vma: &Range<usize>, touched: &[usize]) -> u64 {
-    let mut keys: Vec<usize> = match ctx.kernel {
-        Kernel::Base => return 0,
-        Kernel::Patched => touched.to_vec(),
-        Kernel::Prefault => touched.iter().map(|&p| window(p, vma).start).collect(),
-    };
-    keys.sort_unstable();
-    keys.dedup();
-    keys.len() as u64
+    ctx.faults_after(vma.clone(), touched)
 }
 
 /// T31 (W is the window): writing every page of a 4W-page mapping takes
@@ -272,7 +265,9 @@ pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
             &format!("MADV_DONTNEED of page {h}"),
         );
     }
-    let mapped = ctx.pick(window1.clone(), (0..3 * W).collect());
+    // U: all; P, D, W: window 1; A: its growing windows, the last reaching
+    // past window 1.
+    let mapped = ctx.present_after(0..3 * W, &window1);
     let left: Vec<usize> = mapped.into_iter().filter(|p| !holes.contains(p)).collect();
     assert_present(
         &present_map_pages(m.addr(), 3 * W, 0),
@@ -296,11 +291,9 @@ pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
         (1..=2).contains(&faults),
         "{ctx}: reading zapped page {read} took {faults} minor faults, expected 1"
     );
-    let mut want = match ctx.kernel {
-        Kernel::Prefault => window1,
-        _ => left.iter().copied().chain([read]).collect(),
-    };
-    want.sort_unstable();
+    // W: window 1 again; P, D: what was left and the page read; A: a
+    // window grown from the runs next to the page read.
+    let want = ctx.present_after_from(0..3 * W, &left, &[read]);
     assert_present(
         &present_map_pages(m.addr(), 3 * W, 0),
         &want,
@@ -527,18 +520,7 @@ fn remap_loop(pm: &PagedMap, moving: &AtomicU64, rounds: &AtomicU64, deadline: I
             pattern(first + 17, 0),
             "remapper: page 17 before the move"
         );
-        let dst = ok(mm::reserve(len, PAGE), "reserving the mremap target");
-        let (dst, _) = dst.leak();
-        let to = ok(
-            mm::mremap(
-                addr,
-                len,
-                len,
-                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-                dst,
-            ),
-            "mremap in the remapper",
-        );
+        let to = move_elsewhere(addr, len, "mremap in the remapper");
         moving.store(published(to, first, MOVING), Ordering::Release);
         // SAFETY: the moved mapping is ours.
         let v = unsafe { mm::peek(to + 30 * PAGE) };

@@ -34,6 +34,12 @@ enum Scenario {
     SparseOneIn64,
     /// Write 1% of the pages, picked at random with a fixed seed.
     SparseRandom1pct,
+    /// Write every second page.
+    Stride2,
+    /// Write every page, from the last to the first.
+    ReverseSweep,
+    /// Read every page, first to last: read faults take do_read_fault().
+    ReadAll,
 }
 
 impl Scenario {
@@ -44,7 +50,14 @@ impl Scenario {
         Scenario::PopulateTouchall,
     ];
 
-    const SPARSE: [Scenario; 2] = [Scenario::SparseOneIn64, Scenario::SparseRandom1pct];
+    /// Access patterns beyond the seed's table, each with its Rss.
+    const SPARSE: [Scenario; 5] = [
+        Scenario::SparseOneIn64,
+        Scenario::SparseRandom1pct,
+        Scenario::Stride2,
+        Scenario::ReverseSweep,
+        Scenario::ReadAll,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -54,17 +67,28 @@ impl Scenario {
             Scenario::PopulateTouchall => "populate_touchall",
             Scenario::SparseOneIn64 => "sparse_1in64",
             Scenario::SparseRandom1pct => "sparse_random_1pct",
+            Scenario::Stride2 => "stride_2",
+            Scenario::ReverseSweep => "reverse_sweep",
+            Scenario::ReadAll => "nopopulate_readall",
         }
     }
 
-    /// The pages a sparse pattern writes, of a mapping of `pages` pages;
-    /// empty for the other scenarios.
+    /// The pages a pattern accesses, in order, of a mapping of `pages`
+    /// pages; empty for the seed's scenarios.
     fn sparse_pages(self, pages: usize) -> Vec<usize> {
         match self {
             Scenario::SparseOneIn64 => (0..pages).step_by(64).collect(),
             Scenario::SparseRandom1pct => stats::random_pages(pages, (pages / 100).max(1)),
+            Scenario::Stride2 => (0..pages).step_by(2).collect(),
+            Scenario::ReverseSweep => (0..pages).rev().collect(),
+            Scenario::ReadAll => (0..pages).collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// Whether the pattern reads its pages rather than writes them.
+    fn reads(self) -> bool {
+        self == Scenario::ReadAll
     }
 
     fn populate(self) -> bool {
@@ -224,18 +248,18 @@ fn sparse(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<()
         iterations,
         |i| time_cycle(map, Scenario::SPARSE[i], &patterns[i]),
     )?;
-    println!("\nsparse writes (no MAP_POPULATE), and Rss afterwards:");
+    println!("\naccess patterns (no MAP_POPULATE), and Rss afterwards:");
     print_header();
     for ((scenario, s), touched) in Scenario::SPARSE.iter().zip(&samples).zip(&patterns) {
         emit_timing(results, "sparse", *scenario, map.size, s)?;
         let mapping = Mapping::new(map, false).map_err(|e| describe("mmap (sparse)", &e))?;
-        mapping.touch_pages(touched);
+        access(&mapping, *scenario, touched);
         let rss_kb = sys::rss_kb(&mapping)?;
         mapping
             .unmap()
             .map_err(|e| describe("munmap (sparse)", &e))?;
         println!(
-            "{:>8}  {:<20} {} pages written, Rss {rss_kb} kB",
+            "{:>8}  {:<20} {} pages accessed, Rss {rss_kb} kB",
             "",
             scenario.name(),
             touched.len()
@@ -386,11 +410,20 @@ fn time_cycle(map: &ArrayMap, scenario: Scenario, sparse: &[usize]) -> Result<(u
     if scenario.touch() {
         mapping.touch_all();
     }
-    mapping.touch_pages(sparse);
+    access(&mapping, scenario, sparse);
     mapping
         .unmap()
         .map_err(|e| describe(&format!("munmap ({})", scenario.name()), &e))?;
     Ok((sys::now_ns() - start, mapped - start))
+}
+
+/// Reads or writes `pages` of `mapping`, as `scenario` does.
+fn access(mapping: &Mapping, scenario: Scenario, pages: &[usize]) {
+    if scenario.reads() {
+        std::hint::black_box(mapping.read_pages(pages));
+    } else {
+        mapping.touch_pages(pages);
+    }
 }
 
 fn print_header() {

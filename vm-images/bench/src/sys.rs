@@ -96,6 +96,18 @@ impl Mapping {
         }
     }
 
+    /// Reads one byte of each of `pages`; their sum, so the loads stay.
+    pub fn read_pages(&self, pages: &[usize]) -> u64 {
+        pages
+            .iter()
+            .map(|&page| {
+                assert!(page * PAGE < self.len, "page {page} outside the mapping");
+                // SAFETY: checked just above to lie inside our mapping.
+                u64::from(unsafe { self.addr.add(page * PAGE).read_volatile() })
+            })
+            .sum()
+    }
+
     pub fn unmap(self) -> io::Result<()> {
         let (addr, len) = (self.addr, self.len);
         std::mem::forget(self);

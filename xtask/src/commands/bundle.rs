@@ -18,7 +18,7 @@ use crate::{hostdeps, project};
 
 /// What the test steps boot: every kernel, and the debug ones of the
 /// series' variants.
-pub const KERNELS: &[(&str, bool)] = &[("all", false), ("patched,prefault", true)];
+pub const KERNELS: &[(&str, bool)] = &[("all", false), ("patched,adaptive", true)];
 
 pub fn run(args: BundleArgs) -> Result<ExitCode> {
     let source = args.source.config()?;

@@ -40,12 +40,27 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
             .path
             .canonicalize()
             .with_context(|| format!("resolving {}", patch.path.display()))?;
-        let out = cmd!(sh, "perl {script} --strict --no-tree --no-color {path}")
-            .quiet()
-            .ignore_status()
-            .output()
-            .with_context(|| format!("running checkpatch on {}", patch.name))?;
-        let report = String::from_utf8_lossy(&out.stdout).into_owned();
+        // checkpatch looks a `Fixes:` id up in the git repository it runs
+        // in, and ours holds no kernel commits: `unknown_fixes` checks ids
+        // against the upstream commits the series is known to build on.
+        let out = cmd!(
+            sh,
+            "perl {script} --strict --no-tree --no-color --ignore UNKNOWN_COMMIT_ID {path}"
+        )
+        .quiet()
+        .ignore_status()
+        .output()
+        .with_context(|| format!("running checkpatch on {}", patch.name))?;
+        let mut report = String::from_utf8_lossy(&out.stdout).into_owned();
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let unknown = unknown_fixes(&text);
+        for line in &unknown {
+            report.push_str(&format!(
+                "\n{line}: not a commit of UPSTREAM_COMMITS in xtask/src/kernel/hygiene.rs: \
+                 name the upstream commit by its 12-character id and exact subject"
+            ));
+        }
         let total = report
             .lines()
             .find(|l| l.starts_with("total:"))
@@ -53,12 +68,35 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
             .to_string();
         results.push(CheckpatchResult {
             patch: patch.name.clone(),
-            clean: is_clean(&total),
+            clean: is_clean(&total) && unknown.is_empty(),
             total,
             report,
         });
     }
     Ok(results)
+}
+
+/// Upstream commits a patch of the series may name in `Fixes:`: id and
+/// subject. 0001 was merged into bpf-next as f5b57e9e9cfd (2026-08-15).
+pub const UPSTREAM_COMMITS: &[(&str, &str)] = &[(
+    "f5b57e9e9cfd",
+    "bpf: Populate mmap-able array map memory lazily",
+)];
+
+/// The `Fixes:` lines of a patch that do not name one of
+/// [`UPSTREAM_COMMITS`] by its id and its exact subject.
+pub fn unknown_fixes(patch_text: &str) -> Vec<String> {
+    patch_text
+        .lines()
+        .take_while(|l| *l != "---")
+        .filter(|l| l.starts_with("Fixes:"))
+        .filter(|l| {
+            !UPSTREAM_COMMITS
+                .iter()
+                .any(|(id, subject)| *l == format!("Fixes: {id} (\"{subject}\")"))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// `total: 0 errors, 0 warnings, 0 checks, N lines checked`.
@@ -241,6 +279,32 @@ mod tests {
             "total: 0 errors, 0 warnings, 2 checks, 99 lines checked"
         ));
         assert!(!is_clean("total: (none: checkpatch did not finish)"));
+    }
+
+    #[test]
+    fn a_fixes_tag_must_name_a_known_upstream_commit_exactly() {
+        let good = "Subject: x\n\nFixes: f5b57e9e9cfd (\"bpf: Populate mmap-able array map memory lazily\")\n---\n";
+        assert!(unknown_fixes(good).is_empty());
+        let wrong_id = good.replace("f5b57e9e9cfd", "f5b57e9e9cfe");
+        assert_eq!(unknown_fixes(&wrong_id).len(), 1, "a wrong id passed");
+        let wrong_subject = good.replace("lazily", "eagerly");
+        assert_eq!(
+            unknown_fixes(&wrong_subject).len(),
+            1,
+            "a wrong subject passed"
+        );
+        // Only the commit message counts, not a diff line after `---`.
+        let in_diff = "Subject: x\n---\n+Fixes: deadbeef0000 (\"y\")\n";
+        assert!(unknown_fixes(in_diff).is_empty());
+    }
+
+    #[test]
+    fn the_series_fixes_tags_name_known_commits() {
+        let series = Series::load(&crate::project::root().join("patches")).unwrap();
+        for p in &series.patches {
+            let text = fs::read_to_string(&p.path).unwrap();
+            assert_eq!(unknown_fixes(&text), Vec::<String>::new(), "{}", p.name);
+        }
     }
 
     #[test]

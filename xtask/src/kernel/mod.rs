@@ -455,12 +455,15 @@ mod tests {
     fn kernel_words_name_base_and_the_series_variants() {
         let series = Series::load(&crate::project::root().join("patches")).unwrap();
         let expand = |w: &str| expand_word(w, &series).map(|f| names(&f).join(","));
-        assert_eq!(expand("all").as_deref(), Some("base,patched,prefault"));
+        assert_eq!(
+            expand("all").as_deref(),
+            Some("base,patched,direct,prefault,adaptive")
+        );
         assert_eq!(expand("both").as_deref(), Some("base,patched"));
         assert_eq!(expand("prefault").as_deref(), Some("prefault"));
         assert_eq!(expand("/boot/vmlinuz"), None);
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let all = words(&["base", "all", "prefault"]);
+        let all = words(&["base", "patched", "prefault", "base"]);
         let specs = specs_for(&all, &series, KernelConfig::Lean, true).unwrap();
         let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
         assert_eq!(got, ["base-debug", "patched-debug", "prefault-debug"]);
@@ -497,7 +500,7 @@ mod tests {
         );
         assert_eq!(
             err,
-            "--kernel nope: not one of base, patched, prefault (the series' variants), all or both"
+            "--kernel nope: not one of base, patched, direct, prefault, adaptive (the series' variants), all or both"
         );
     }
 }

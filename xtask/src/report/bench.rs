@@ -185,8 +185,9 @@ pub const TABLE_SIZE: u64 = 8 << 20;
 /// The median over boots of each boot's fastest cycle of one row: robust
 /// where a row's median wanders with the host (the no-access row's 10us
 /// spread ±60% across boots while the fastest cycles stayed within 7%).
-pub fn table_fastest(k: &KernelBench, scenario: &str) -> Option<f64> {
-    combined_metric(k, "scenario", scenario, TABLE_SIZE, Metric::FastestCycle).map(|(m, _)| m)
+/// `kind` is "scenario" (the seed's table) or "sparse" (access patterns).
+pub fn fastest(k: &KernelBench, kind: &str, scenario: &str) -> Option<f64> {
+    combined_metric(k, kind, scenario, TABLE_SIZE, Metric::FastestCycle).map(|(m, _)| m)
 }
 
 /// `a / b` as "1.04x", or "-" when either is missing.

@@ -41,13 +41,16 @@ pub const BOOT_MARKER: &str = "bpflab-init: starting";
 pub const RESULTS_PORT: &str = "/dev/ttyS1";
 
 /// The kernels the test plan has expectations for (`bpflab.kernel`):
-/// without the series, with patch 0001, and with 0001+0002.
-pub const PLAN_KERNELS: [&str; 3] = ["base", "patched", "prefault"];
+/// without the series, then each variant of patches/series: 0001,
+/// +0002 (the fault handler maps the page), +0003 (a fixed window),
+/// +0004 (the window grows with sequential faults).
+pub const PLAN_KERNELS: [&str; 5] = ["base", "patched", "direct", "prefault", "adaptive"];
 
-/// Map pages one fault maps on "prefault" (patch 0002's
-/// ARRAY_MAP_FAULT_WINDOW): what its tests and the bench's Rss bound
-/// expect. xtask's `the_window_size_is_the_one_the_series_defines` fails
-/// when the two differ.
+/// The most map pages one fault maps on "prefault" and "adaptive"
+/// (ARRAY_MAP_FAULT_WINDOW, defined by patch 0003): what their tests and
+/// the bench's Rss bound expect. xtask's
+/// `the_window_size_is_the_one_the_series_defines` fails when the two
+/// differ.
 pub const PREFAULT_WINDOW_PAGES: usize = 64;
 
 /// Kernel command-line keys read by /init.
