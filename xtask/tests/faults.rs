@@ -622,17 +622,41 @@ fn each_variant_has_its_own_tree_and_switching_rebuilds_nothing() {
         );
     }
     let m = manifest();
-    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
-    let second = "0002-bpf-Map-a-window-of-array-map-pages-per-mmap-fault.patch";
     assert_eq!(patches_of(&m, "base"), Vec::<String>::new());
-    assert_eq!(patches_of(&m, "patched"), [first]);
-    assert_eq!(patches_of(&m, "prefault"), [first, second]);
+    for (variant, patches) in variants_of_the_series() {
+        assert_eq!(patches_of(&m, &variant), patches, "kernel {variant}");
+    }
     let (code, text) = run(&["build-kernel", "--kernel", "window"]);
     assert_eq!(code, SETUP_FAILED, "{text}");
     assert!(
-        text.contains("--kernel window: not one of base, patched, prefault"),
+        text.contains("--kernel window: not one of base, patched, direct, prefault, adaptive"),
         "{text}"
     );
+}
+
+/// Each variant of patches/series with the patches it is built from, read
+/// the plain way: a `[name]` line starts a variant that has every patch
+/// above it and those below it.
+fn variants_of_the_series() -> Vec<(String, Vec<String>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let text = std::fs::read_to_string(root.join("patches/series")).unwrap();
+    let mut variants = vec![("patched".to_string(), Vec::new())];
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let so_far = variants.last().unwrap().1.clone();
+        match line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            Some(name) => variants.push((name.to_string(), so_far)),
+            None => variants.last_mut().unwrap().1.push(line.to_string()),
+        }
+    }
+    assert!(
+        variants.len() >= 2,
+        "patches/series names no variant after patched"
+    );
+    variants
 }
 
 #[test]
@@ -822,7 +846,9 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         "{text}"
     );
     assert!(
-        text.contains("REGRESSION: 1 test(s) fail only on the patched kernel: test_progs:mmap\n"),
+        text.contains(
+            "REGRESSION: 1 test(s) fail only on a variant of the series: test_progs:mmap\n"
+        ),
         "{text}"
     );
     // The hang: crashed on both kernels, each run resumed after it.

@@ -5,24 +5,29 @@
 //! direction and density, for two mappings of one map used in turn, across
 //! fork and mremap; concurrent sweeps check contents and the log.
 
+use std::ops::Range;
 use std::sync::Barrier;
 use std::thread;
 
 use super::common::*;
 
-/// A mapping of the first `pages` map pages, read page by page in `order`:
-/// its present pages and minor faults against the model's.
-fn read_in_order(ctx: &Ctx, pm: &PagedMap, pages: usize, order: &[usize], what: &str) {
-    let m = ok(pm.mmap(pages, RW, 0), what);
+/// A mapping of map pages `vma`, read page by page in `order` (map
+/// pages): its present pages and minor faults against the model's.
+fn read_in_order(ctx: &Ctx, pm: &PagedMap, vma: Range<usize>, order: &[usize], what: &str) {
+    let m = ok(pm.mmap(vma.len(), RW, vma.start), what);
+    let at: Vec<usize> = order.iter().map(|p| p - vma.start).collect();
     warm_up_fault_counting();
-    let faults = faults_to_read(&m, order);
-    let want = ctx.faults_after(0..pages, order);
+    let faults = faults_to_read(&m, &at);
+    let want = ctx.faults_after(vma.clone(), order);
     assert!(
         (want..=want + 1).contains(&faults),
         "{ctx}: {what}: {faults} minor faults, expected {want}"
     );
-    let got = present_pages(m.addr(), pages);
-    let model = ctx.present_after(0..pages, order);
+    let got: Vec<usize> = present_pages(m.addr(), vma.len())
+        .into_iter()
+        .map(|p| p + vma.start)
+        .collect();
+    let model = ctx.present_after(vma.clone(), order);
     assert!(
         got == model,
         "{ctx}: {what}: present {}, expected {}",
@@ -30,7 +35,7 @@ fn read_in_order(ctx: &Ctx, pm: &PagedMap, pages: usize, order: &[usize], what: 
         ranges(&model)
     );
     for &p in order.iter().step_by(7) {
-        check_page(&m, p, p, &format!("{ctx}: {what}: page {p}"));
+        check_page(&m, p - vma.start, p, &format!("{ctx}: {what}: page {p}"));
     }
 }
 
@@ -48,14 +53,45 @@ pub fn t36_growing_window_sequences(ctx: &Ctx) -> Result<(), Skip> {
         .chain((100..164).step_by(8))
         .chain(200..PAGES)
         .collect();
-    read_in_order(ctx, &pm, PAGES, &mixed, "sequential, sparse, sequential");
+    let all = 0..PAGES;
+    read_in_order(
+        ctx,
+        &pm,
+        all.clone(),
+        &mixed,
+        "sequential, sparse, sequential",
+    );
     let reverse: Vec<usize> = (0..PAGES).rev().collect();
-    read_in_order(ctx, &pm, PAGES, &reverse, "reverse sweep");
+    read_in_order(ctx, &pm, all.clone(), &reverse, "reverse sweep");
+    // The first three windows of a reverse sweep: 1, 2 and 4 pages.
+    let last = PAGES - 1;
+    let begun = [last, last - 1, last - 3];
+    read_in_order(ctx, &pm, all.clone(), &begun, "reverse sweep begun");
+    // Downwards to the start of a mapping at map page 5: the window
+    // stops at the VMA's first page, not at the map's.
+    let from5: Vec<usize> = (5..40).rev().collect();
+    read_in_order(
+        ctx,
+        &pm,
+        5..40,
+        &from5,
+        "reverse sweep of a mapping at map page 5",
+    );
     let stride: Vec<usize> = (0..PAGES).step_by(2).collect();
-    read_in_order(ctx, &pm, PAGES, &stride, "stride of 2 pages");
+    read_in_order(ctx, &pm, all.clone(), &stride, "stride of 2 pages");
     let middle = PAGES / 2;
     let outwards: Vec<usize> = (middle..middle + 20).chain((0..middle).rev()).collect();
-    read_in_order(ctx, &pm, PAGES, &outwards, "up from the middle, then down");
+    read_in_order(
+        ctx,
+        &pm,
+        all.clone(),
+        &outwards,
+        "up from the middle, then down",
+    );
+    // 10..13 and 15 mapped, then 14: the run below ends at 12, short of
+    // 14, and is no run; the run above (15) grows the window down to 13.
+    let short = [10, 11, 15, 14];
+    read_in_order(ctx, &pm, all, &short, "a run below that stops short");
     Ok(())
 }
 

@@ -122,7 +122,60 @@ pub fn t29_window_stays_inside_vma(ctx: &Ctx) -> Result<(), Skip> {
         ),
         &format!("{ctx}: split VMA after touching pages {touched:?}"),
     );
+    drop(m);
+    neighbour_vma_runs_do_not_count(ctx, &pm);
     Ok(())
+}
+
+/// T29, the growing window (A): mapped pages of the VMA next door are no
+/// run. Two adjacent VMAs of map pages 0..W and W..2W: reading W and W+1
+/// of the upper maps W..W+3 there; then reading W-1, the lower's last
+/// page, maps it alone (and the reverse: W-2 and W-1 first, then W).
+fn neighbour_vma_runs_do_not_count(ctx: &Ctx, pm: &PagedMap) {
+    const W: usize = FAULT_WINDOW;
+    let orders: [&[usize]; 2] = [&[W, W + 1, W - 1], &[W - 2, W - 1, W]];
+    for order in orders {
+        let area = ok(mm::reserve(2 * W * PAGE, PAGE), "reserving 2W pages");
+        let halves = [0..W, W..2 * W];
+        let maps: Vec<Mapping> = halves
+            .iter()
+            .map(|r| {
+                let at = area.addr() + r.start * PAGE;
+                let m = mm::mmap(
+                    at,
+                    r.len() * PAGE,
+                    RW,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    Some(pm.map.fd()),
+                    (r.start * PAGE) as u64,
+                );
+                ok(m, &format!("MAP_FIXED mapping of map pages {r:?}"))
+            })
+            .collect();
+        for &p in order {
+            let (m, first) = if p < W { (&maps[0], 0) } else { (&maps[1], W) };
+            check_page(
+                m,
+                p - first,
+                p,
+                &format!("{ctx}: map page {p} of two adjacent VMAs"),
+            );
+        }
+        let touched = |r: &Range<usize>| -> Vec<usize> {
+            order.iter().copied().filter(|p| r.contains(p)).collect()
+        };
+        let (lower, upper) = (touched(&halves[0]), touched(&halves[1]));
+        assert_present(
+            &present_map_pages(area.addr(), 2 * W, 0),
+            &expected(
+                ctx,
+                &[(halves[0].clone(), &lower), (halves[1].clone(), &upper)],
+            ),
+            &format!("{ctx}: two adjacent VMAs after reading map pages {order:?}"),
+        );
+        drop(maps);
+        drop(area);
+    }
 }
 
 /// T30: a read fault that fills a window of a read-only mapping maps the

@@ -7,6 +7,7 @@
 
 mod stats;
 mod sys;
+mod threads;
 
 use serde::Serialize;
 use stats::{Summary, MEMORY_TOUCH_MAX, SWEEP_TOUCH_MAX, TABLE_SIZE};
@@ -119,6 +120,8 @@ struct TimingRecord {
     /// The mmap() call alone, within the same cycles.
     mmap_min_ns: u64,
     mmap_median_ns: u64,
+    /// Every timed cycle, for the host's confidence intervals.
+    cycles_ns: Vec<u64>,
 }
 
 /// Rss of one mapping after a sparse pattern's writes; kind "sparse_rss".
@@ -129,6 +132,8 @@ struct SparseRecord {
     size_bytes: u64,
     touched_pages: usize,
     rss_kb: u64,
+    /// Minor faults the accesses took (one round, untimed).
+    minor_faults: u64,
 }
 
 /// Page-table and RSS cost of one mapping; kind is always "memory".
@@ -231,7 +236,23 @@ fn table(results: &mut Results, iterations: usize) -> Result<(), String> {
     for (scenario, s) in scenarios.iter().zip(&samples) {
         emit_timing(results, "scenario", *scenario, TABLE_SIZE, s)?;
     }
-    sparse(results, &map, iterations)
+    sparse(results, &map, iterations)?;
+    threaded(results, &map, iterations)
+}
+
+/// The seed's table and the sparse patterns again with 2 and 4 threads,
+/// on own mappings and on a shared one (`threads`).
+fn threaded(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<(), String> {
+    for (kind, mode, n) in threads::KINDS {
+        println!("\n{kind}: {n} threads, {mode:?} mapping(s):");
+        print_header();
+        for scenario in threads::SCENARIOS {
+            let samples = threads::block(map, scenario, (mode, n), threads::iterations(iterations))
+                .map_err(|e| format!("{}: {e}", threads::label(kind, scenario)))?;
+            emit_timing(results, kind, scenario, map.size, &samples)?;
+        }
+    }
+    Ok(())
 }
 
 /// The sparse patterns on the table's map: the cycle's time as for the
@@ -253,13 +274,15 @@ fn sparse(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<()
     for ((scenario, s), touched) in Scenario::SPARSE.iter().zip(&samples).zip(&patterns) {
         emit_timing(results, "sparse", *scenario, map.size, s)?;
         let mapping = Mapping::new(map, false).map_err(|e| describe("mmap (sparse)", &e))?;
+        let before = sys::minor_faults();
         access(&mapping, *scenario, touched);
+        let minor_faults = sys::minor_faults() - before;
         let rss_kb = sys::rss_kb(&mapping)?;
         mapping
             .unmap()
             .map_err(|e| describe("munmap (sparse)", &e))?;
         println!(
-            "{:>8}  {:<20} {} pages accessed, Rss {rss_kb} kB",
+            "{:>8}  {:<20} {} pages accessed, Rss {rss_kb} kB, {minor_faults} minor faults",
             "",
             scenario.name(),
             touched.len()
@@ -270,6 +293,7 @@ fn sparse(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<()
             size_bytes: map.size,
             touched_pages: touched.len(),
             rss_kb,
+            minor_faults,
         };
         results.emit(&to_json(&record)?)?;
     }
@@ -454,7 +478,8 @@ fn emit_timing(
         stats::fmt_us(s.median_ns),
         stats::fmt_us(s.p90_ns)
     );
-    let record = timing_record(kind, scenario, size, &s, &m);
+    let mut record = timing_record(kind, scenario, size, &s, &m);
+    record.cycles_ns = whole;
     results.emit(&to_json(&record)?)
 }
 
@@ -475,6 +500,7 @@ fn timing_record(
         p90_ns: s.p90_ns,
         mmap_min_ns: mmap_only.min_ns,
         mmap_median_ns: mmap_only.median_ns,
+        cycles_ns: Vec::new(),
     }
 }
 
@@ -545,7 +571,7 @@ mod tests {
         let r = timing_record("scenario", Scenario::NopopulateNoaccess, TABLE_SIZE, &s, &m);
         assert_eq!(
             to_json(&r).unwrap(),
-            r#"{"kind":"scenario","scenario":"nopopulate_noaccess","size_bytes":8388608,"samples":3,"min_ns":1100,"median_ns":1200,"p90_ns":1500,"mmap_min_ns":400,"mmap_median_ns":500}"#
+            r#"{"kind":"scenario","scenario":"nopopulate_noaccess","size_bytes":8388608,"samples":3,"min_ns":1100,"median_ns":1200,"p90_ns":1500,"mmap_min_ns":400,"mmap_median_ns":500,"cycles_ns":[]}"#
         );
         let m = MemoryRecord {
             kind: "memory",

@@ -119,6 +119,18 @@ impl Mapping {
     }
 }
 
+/// Writes one byte to each of `pages` of the `len`-byte mapping at `addr`.
+///
+/// # Safety
+/// `addr..addr + len` must stay a writable mapping throughout.
+pub unsafe fn touch_pages_at(addr: usize, len: usize, pages: &[usize]) {
+    for &page in pages {
+        assert!(page * PAGE < len, "page {page} outside the mapping");
+        // SAFETY: inside the mapping, which the caller keeps in place.
+        unsafe { (addr as *mut u8).add(page * PAGE).write_volatile(1) };
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: as in unmap(); only reached on paths that did not unmap.
@@ -127,6 +139,15 @@ impl Drop for Mapping {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.
+/// Minor page faults this process has taken so far.
+pub fn minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_minflt as u64
+}
+
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -16,7 +16,9 @@ use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary, table};
 use crate::report::plot;
 use crate::report::protocol::Outcome;
-use crate::report::sparse::{sparse_table, window_targets};
+use crate::report::sparse::sparse_table;
+use crate::report::targets::window_targets;
+use crate::report::threads::threads_table;
 use crate::vm::session::{self, GuestRun, Prepared, Session};
 use crate::vm::targets::Target;
 
@@ -52,9 +54,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
     }
     let text = format!(
-        "{}{}{}{}",
+        "{}{}{}{}{}",
         table(&results, accel),
         sparse_table(&results),
+        threads_table(&results),
         window_targets(&results),
         sweep_summary(&results)
     );

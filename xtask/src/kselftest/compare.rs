@@ -195,10 +195,10 @@ pub fn runner_summary(sides: &[Side]) -> String {
 /// The lines that say what the comparison means, for the end of a run.
 pub fn verdict(f: &Findings) -> Vec<String> {
     let groups: [(&[String], &str); 4] = [
-        (&f.regressions, "REGRESSION: {n} test(s) fail only on the patched kernel"),
+        (&f.regressions, "REGRESSION: {n} test(s) fail only on a variant of the series"),
         (
             &f.unexplained,
-            "FAIL: {n} test(s) fail on the patched kernel, and no base kernel ran to compare (add --kernel base)",
+            "FAIL: {n} test(s) fail on a variant, and no base kernel ran to compare (add --kernel base)",
         ),
         (
             &f.on_base_too,
@@ -215,7 +215,9 @@ pub fn verdict(f: &Findings) -> Vec<String> {
         })
         .collect();
     if !f.fails() {
-        out.push("no regression: nothing fails on the patched kernel that passes on base".into());
+        out.push(
+            "no regression: nothing fails on a variant of the series that passes on base".into(),
+        );
     }
     out
 }

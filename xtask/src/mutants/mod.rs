@@ -47,13 +47,19 @@ pub fn patch_number(name: &str) -> &str {
 /// Every mutant of one patch, in patch order.
 pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
     let mut out = Vec::new();
+    let diff = diff_start(text);
     for unit in units::units(text) {
         let mut counts = std::collections::HashMap::new();
         for (op, replacement) in operators::mutate(&unit) {
             let n = counts.entry(op).or_insert(0);
             *n += 1;
             out.push(Mutant {
-                id: format!("{}.{}.{}{n}", patch_number(name), unit.first + 1, op.name()),
+                id: format!(
+                    "{}.{}.{}{n}",
+                    patch_number(name),
+                    unit.first + 1 - diff,
+                    op.name()
+                ),
                 patch: index,
                 patch_name: name.to_string(),
                 op,
@@ -66,6 +72,14 @@ pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
         }
     }
     out
+}
+
+/// The index of a patch's first `diff --git` line. Ids count lines from
+/// it, so that rewording a commit message renumbers no mutant.
+fn diff_start(text: &str) -> usize {
+    text.lines()
+        .position(|l| l.starts_with("diff --git "))
+        .unwrap_or(0)
 }
 
 /// The text of every patch of `series`, in order: what the mutants are

@@ -65,8 +65,6 @@ pub struct KernelBench {
 pub enum Metric {
     Cycle,
     MmapOnly,
-    /// A boot's fastest cycle: host noise only ever adds time.
-    FastestCycle,
 }
 
 impl Metric {
@@ -74,7 +72,6 @@ impl Metric {
         match self {
             Metric::Cycle => r.median_ns,
             Metric::MmapOnly => r.extra.get("mmap_median_ns").and_then(|v| v.as_u64()),
-            Metric::FastestCycle => r.min_ns,
         }
     }
 }
@@ -182,12 +179,26 @@ pub fn table(kernels: &[KernelBench], accel: &str) -> String {
 /// The 8 MiB map of the seed's table.
 pub const TABLE_SIZE: u64 = 8 << 20;
 
-/// The median over boots of each boot's fastest cycle of one row: robust
-/// where a row's median wanders with the host (the no-access row's 10us
-/// spread ±60% across boots while the fastest cycles stayed within 7%).
-/// `kind` is "scenario" (the seed's table) or "sparse" (access patterns).
-pub fn fastest(k: &KernelBench, kind: &str, scenario: &str) -> Option<f64> {
-    combined_metric(k, kind, scenario, TABLE_SIZE, Metric::FastestCycle).map(|(m, _)| m)
+/// Each boot's timed cycles of one 8 MiB row, in ns (empty for a boot
+/// whose record carries none: runs before `cycles_ns` existed).
+pub fn cycles(k: &KernelBench, kind: &str, scenario: &str) -> Vec<Vec<f64>> {
+    k.boots
+        .iter()
+        .filter_map(|recs| {
+            recs.iter().find(|r| {
+                r.kind == kind
+                    && r.scenario.as_deref() == Some(scenario)
+                    && r.size_bytes == TABLE_SIZE
+            })
+        })
+        .map(|r| {
+            r.extra
+                .get("cycles_ns")
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// `a / b` as "1.04x", or "-" when either is missing.

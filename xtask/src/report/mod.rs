@@ -2,10 +2,13 @@
 //! counts behind the closing `N passed, N failed` line.
 
 pub mod bench;
+pub mod interval;
 pub mod plot;
 pub mod protocol;
 pub mod skips;
 pub mod sparse;
+pub mod targets;
+pub mod threads;
 
 use std::fmt::Write as _;
 use std::time::Duration;
