@@ -31,7 +31,7 @@ use guest_common::protocol::{Line, ResultWord, TestLine};
 
 use crate::child;
 use crate::kmsg::{find_splats, Kmsg};
-pub use model::{window, Fill, Filled, FAULT_WINDOW};
+pub use model::{Fill, Filled, FAULT_WINDOW};
 use options::{InjectKind, Options, USAGE};
 
 /// Which kernel the guest booted.

@@ -31,7 +31,7 @@ pub enum Fill {
 
 /// The map pages a fault on map page `page` maps on "prefault", through a
 /// VMA of map pages `vma`: its aligned window, clamped.
-pub fn window(page: usize, vma: &Range<usize>) -> Range<usize> {
+fn window(page: usize, vma: &Range<usize>) -> Range<usize> {
     let first = page - page % FAULT_WINDOW;
     first.max(vma.start)..(first + FAULT_WINDOW).min(vma.end)
 }

@@ -241,6 +241,25 @@ pub fn refused_write(m: &Mapping, off: usize, what: &str) {
     );
 }
 
+/// Pages present in `[addr, addr + pages)`, as map pages: the mappings
+/// there map page `first + i` at page `i`.
+pub fn present_map_pages(addr: usize, pages: usize, first: usize) -> Vec<usize> {
+    present_pages(addr, pages)
+        .into_iter()
+        .map(|p| p + first)
+        .collect()
+}
+
+#[track_caller]
+pub fn assert_present(got: &[usize], want: &[usize], what: &str) {
+    assert!(
+        got == want,
+        "{what}: present map pages {}, expected {}",
+        ranges(got),
+        ranges(want)
+    );
+}
+
 /// Moves the mapping at `addr` (`len` bytes, given up by its owner) to a
 /// fresh address with mremap(MREMAP_FIXED); returns the new address.
 pub fn move_elsewhere(addr: usize, len: usize, what: &str) -> usize {

@@ -14,15 +14,6 @@ use std::time::{Duration, Instant};
 use super::common::*;
 use crate::proc;
 
-/// Pages present in `[addr, addr + pages)`, as map pages: the mappings
-/// there map page `first + i` at page `i`.
-fn present_map_pages(addr: usize, pages: usize, first: usize) -> Vec<usize> {
-    present_pages(addr, pages)
-        .into_iter()
-        .map(|p| p + first)
-        .collect()
-}
-
 /// What `pieces` (map page ranges, each with the map pages touched through
 /// it) leave present on this kernel, as one sorted list.
 fn expected(ctx: &Ctx, pieces: &[(Range<usize>, &[usize])]) -> Vec<usize> {
@@ -34,14 +25,25 @@ fn expected(ctx: &Ctx, pieces: &[(Range<usize>, &[usize])]) -> Vec<usize> {
     all
 }
 
-#[track_caller]
-fn assert_present(got: &[usize], want: &[usize], what: &str) {
-    assert!(
-        got == want,
-        "{what}: present map pages {}, expected {}",
-        ranges(got),
-        ranges(want)
-    );
+/// MAP_FIXED mappings of `pm` at `area`, one per piece (map pages and
+/// prot), each at its map pages' place in the area.
+fn map_pieces(pm: &PagedMap, area: &Mapping, pieces: &[(Range<usize>, i32)]) -> Vec<Mapping> {
+    pieces
+        .iter()
+        .map(|(r, prot)| {
+            ok(
+                mm::mmap(
+                    area.addr() + r.start * PAGE,
+                    r.len() * PAGE,
+                    *prot,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    Some(pm.map.fd()),
+                    (r.start * PAGE) as u64,
+                ),
+                &format!("MAP_FIXED mapping of map pages {r:?}"),
+            )
+        })
+        .collect()
 }
 
 /// T29 (W is the window, 64 pages): three adjacent VMAs of map pages
@@ -58,22 +60,7 @@ pub fn t29_window_stays_inside_vma(ctx: &Ctx) -> Result<(), Skip> {
 
     let area = ok(mm::reserve(2 * W * PAGE, PAGE), "reserving 2W pages");
     let pieces = [(0..5, RW), (5..W + 8, RW), (W + 8..2 * W, RO)];
-    let maps: Vec<Mapping> = pieces
-        .iter()
-        .map(|(r, prot)| {
-            ok(
-                mm::mmap(
-                    area.addr() + r.start * PAGE,
-                    r.len() * PAGE,
-                    *prot,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    Some(pm.map.fd()),
-                    (r.start * PAGE) as u64,
-                ),
-                &format!("MAP_FIXED mapping of map pages {r:?}"),
-            )
-        })
-        .collect();
+    let maps = map_pieces(&pm, &area, &pieces);
     for (m, (r, _)) in maps.iter().zip(&pieces) {
         let v = vma_at(m.addr());
         assert_eq!(
@@ -137,21 +124,11 @@ fn neighbour_vma_runs_do_not_count(ctx: &Ctx, pm: &PagedMap) {
     for order in orders {
         let area = ok(mm::reserve(2 * W * PAGE, PAGE), "reserving 2W pages");
         let halves = [0..W, W..2 * W];
-        let maps: Vec<Mapping> = halves
-            .iter()
-            .map(|r| {
-                let at = area.addr() + r.start * PAGE;
-                let m = mm::mmap(
-                    at,
-                    r.len() * PAGE,
-                    RW,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    Some(pm.map.fd()),
-                    (r.start * PAGE) as u64,
-                );
-                ok(m, &format!("MAP_FIXED mapping of map pages {r:?}"))
-            })
-            .collect();
+        let maps = map_pieces(
+            pm,
+            &area,
+            &[(halves[0].clone(), RW), (halves[1].clone(), RW)],
+        );
         for &p in order {
             let (m, first) = if p < W { (&maps[0], 0) } else { (&maps[1], W) };
             check_page(
@@ -236,13 +213,6 @@ fn faults_to_write(m: &Mapping, pages: &[usize]) -> u64 {
     proc::minor_faults() - before
 }
 
-/// Faults to touch map pages `touched` through a VMA of map pages `vma`
-/// the first time: none (U), one per page (P, D), one per window (W), one
-/// per growing window (A).
-fn expected_faults(ctx: &Ctx, vma: &Range<usize>, touched: &[usize]) -> u64 {
-    ctx.faults_after(vma.clone(), touched)
-}
-
 /// T31 (W is the window): writing every page of a 4W-page mapping takes
 /// 0 faults (U), 4W (P) or 4 (W); of a (3W+8)-page mapping at map page 5,
 /// 0, 3W+8 or 4 (windows 5..W, W..2W, 2W..3W, 3W..3W+13). Writing them
@@ -260,7 +230,9 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
         let offsets: Vec<usize> = (0..len).collect();
         let touched: Vec<usize> = vma.clone().collect();
         let faults = faults_to_write(&m, &offsets);
-        let want = expected_faults(ctx, &vma, &touched);
+        // None (U), one per page (P, D), per window (W), per growing
+        // window (A).
+        let want = ctx.faults_after(vma.clone(), &touched);
         assert!(
             (want..=want + 1).contains(&faults),
             "{ctx}: writing every page of map pages {vma:?} took {faults} minor faults, expected {want}"

@@ -478,8 +478,7 @@ fn emit_timing(
         stats::fmt_us(s.median_ns),
         stats::fmt_us(s.p90_ns)
     );
-    let mut record = timing_record(kind, scenario, size, &s, &m);
-    record.cycles_ns = whole;
+    let record = timing_record(kind, scenario, size, (&s, &m), whole);
     results.emit(&to_json(&record)?)
 }
 
@@ -487,8 +486,8 @@ fn timing_record(
     kind: &'static str,
     scenario: Scenario,
     size: u64,
-    s: &Summary,
-    mmap_only: &Summary,
+    (s, mmap_only): (&Summary, &Summary),
+    cycles_ns: Vec<u64>,
 ) -> TimingRecord {
     TimingRecord {
         kind,
@@ -500,7 +499,7 @@ fn timing_record(
         p90_ns: s.p90_ns,
         mmap_min_ns: mmap_only.min_ns,
         mmap_median_ns: mmap_only.median_ns,
-        cycles_ns: Vec::new(),
+        cycles_ns,
     }
 }
 
@@ -568,10 +567,16 @@ mod tests {
     fn json_schema() {
         let s = stats::summarize(&[1100, 1200, 1500]).unwrap();
         let m = stats::summarize(&[400, 500, 600]).unwrap();
-        let r = timing_record("scenario", Scenario::NopopulateNoaccess, TABLE_SIZE, &s, &m);
+        let r = timing_record(
+            "scenario",
+            Scenario::NopopulateNoaccess,
+            TABLE_SIZE,
+            (&s, &m),
+            vec![1100, 1200, 1500],
+        );
         assert_eq!(
             to_json(&r).unwrap(),
-            r#"{"kind":"scenario","scenario":"nopopulate_noaccess","size_bytes":8388608,"samples":3,"min_ns":1100,"median_ns":1200,"p90_ns":1500,"mmap_min_ns":400,"mmap_median_ns":500,"cycles_ns":[]}"#
+            r#"{"kind":"scenario","scenario":"nopopulate_noaccess","size_bytes":8388608,"samples":3,"min_ns":1100,"median_ns":1200,"p90_ns":1500,"mmap_min_ns":400,"mmap_median_ns":500,"cycles_ns":[1100,1200,1500]}"#
         );
         let m = MemoryRecord {
             kind: "memory",

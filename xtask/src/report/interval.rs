@@ -52,13 +52,10 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The median over boots of each boot's median; None without cycles.
-pub fn statistic(boots: &[Vec<f64>]) -> Option<f64> {
-    let mut meds: Vec<f64> = boots
-        .iter()
-        .filter(|b| !b.is_empty())
-        .map(|b| median(&mut b.clone()))
-        .collect();
+/// The median over boots of each boot's median (boots with cycles only,
+/// as `ratio_interval` keeps them); None without boots.
+fn statistic(boots: &[Vec<f64>]) -> Option<f64> {
+    let mut meds: Vec<f64> = boots.iter().map(|b| median(&mut b.clone())).collect();
     (!meds.is_empty()).then(|| median(&mut meds))
 }
 

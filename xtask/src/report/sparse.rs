@@ -14,15 +14,23 @@ const PATTERNS: [(&str, &str); 5] = [
     ("nopopulate_readall", "read all pages"),
 ];
 
-/// Rss after a pattern's accesses, with how many pages it accessed.
-pub fn rss_kb(k: &KernelBench, scenario: &str) -> Option<(u64, u64)> {
+/// A field of the record of the untimed round of a pattern (its Rss, the
+/// pages it accessed, its minor faults), from the first boot that has it.
+fn round_field(k: &KernelBench, scenario: &str, field: &str) -> Option<u64> {
     let r = k
         .boots
         .iter()
         .flatten()
         .find(|r| r.kind == "sparse_rss" && r.scenario.as_deref() == Some(scenario))?;
-    let field = |n: &str| r.extra.get(n).and_then(|v| v.as_u64());
-    Some((field("rss_kb")?, field("touched_pages")?))
+    r.extra.get(field)?.as_u64()
+}
+
+/// Rss after a pattern's accesses, with how many pages it accessed.
+pub fn rss_kb(k: &KernelBench, scenario: &str) -> Option<(u64, u64)> {
+    Some((
+        round_field(k, scenario, "rss_kb")?,
+        round_field(k, scenario, "touched_pages")?,
+    ))
 }
 
 /// One line per pattern: each kernel's cycle time and Rss.
@@ -60,12 +68,7 @@ fn fault_counts(kernels: &[KernelBench]) -> String {
     for (scenario, label) in PATTERNS {
         let mut line = format!("  {label:<24}");
         for k in kernels {
-            let faults = k
-                .boots
-                .iter()
-                .flatten()
-                .find(|r| r.kind == "sparse_rss" && r.scenario.as_deref() == Some(scenario))
-                .and_then(|r| r.extra.get("minor_faults")?.as_u64());
+            let faults = round_field(k, scenario, "minor_faults");
             write!(line, "{:>20}", faults.map_or("-".into(), |f| f.to_string())).unwrap();
         }
         writeln!(out, "{line}").unwrap();
