@@ -23,6 +23,13 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
     let mut failed = Vec::new();
     for r in hygiene::checkpatch(&trees.pristine, series)? {
         crate::status!("checkpatch", "--strict {}: {}", r.patch, r.total);
+        for id in &r.upstream_ids {
+            crate::status!(
+                "checkpatch",
+                "    the warning UNKNOWN_COMMIT_ID {id}: bpf-next's commit, which this tree's history lacks; \
+                 its Fixes: tag is checked against hygiene::UPSTREAM_COMMITS instead"
+            );
+        }
         if !r.clean {
             eprintln!("{}", r.report.trim_end());
             failed.push(format!("checkpatch --strict {}", r.patch));

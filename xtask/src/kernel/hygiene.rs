@@ -13,11 +13,14 @@ use xshell::cmd;
 
 use super::series::Series;
 
-/// checkpatch's verdict on one patch: its `total:` line and, when it is
+/// checkpatch's verdict on one patch: its `total:` line, the warnings it
+/// gave only because this tree lacks an upstream commit, and, when it is
 /// not clean, what it said.
 pub struct CheckpatchResult {
     pub patch: String,
     pub total: String,
+    /// `UNKNOWN_COMMIT_ID` warnings for ids of [`UPSTREAM_COMMITS`].
+    pub upstream_ids: Vec<String>,
     pub clean: bool,
     pub report: String,
 }
@@ -41,11 +44,12 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
             .canonicalize()
             .with_context(|| format!("resolving {}", patch.path.display()))?;
         // checkpatch looks a `Fixes:` id up in the git repository it runs
-        // in, and ours holds no kernel commits: `unknown_fixes` checks ids
-        // against the upstream commits the series is known to build on.
+        // in, and ours holds no kernel commits: its warning for an id of
+        // UPSTREAM_COMMITS is counted and named, not hidden, and
+        // `unknown_fixes` checks the tag's id and subject instead.
         let out = cmd!(
             sh,
-            "perl {script} --strict --no-tree --no-color --ignore UNKNOWN_COMMIT_ID {path}"
+            "perl {script} --strict --no-tree --no-color --show-types {path}"
         )
         .quiet()
         .ignore_status()
@@ -66,10 +70,12 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
             .find(|l| l.starts_with("total:"))
             .unwrap_or("total: (none: checkpatch did not finish)")
             .to_string();
+        let upstream_ids = upstream_id_warnings(&report);
         results.push(CheckpatchResult {
             patch: patch.name.clone(),
-            clean: is_clean(&total) && unknown.is_empty(),
+            clean: is_clean(&total, upstream_ids.len()) && unknown.is_empty(),
             total,
+            upstream_ids,
             report,
         });
     }
@@ -99,9 +105,24 @@ pub fn unknown_fixes(patch_text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `total: 0 errors, 0 warnings, 0 checks, N lines checked`.
-pub fn is_clean(total: &str) -> bool {
-    total.starts_with("total: 0 errors, 0 warnings, 0 checks,")
+/// The ids of [`UPSTREAM_COMMITS`] that checkpatch (`--show-types`)
+/// warned it could not find.
+pub fn upstream_id_warnings(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter_map(|l| l.strip_prefix("WARNING:UNKNOWN_COMMIT_ID: Unknown commit id '"))
+        .filter_map(|l| l.split('\'').next())
+        .filter(|id| UPSTREAM_COMMITS.iter().any(|(known, _)| known == id))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `total: 0 errors, W warnings, 0 checks, N lines checked`, where the W
+/// warnings are exactly the `upstream_ids` ones.
+pub fn is_clean(total: &str, upstream_ids: usize) -> bool {
+    total.starts_with(&format!(
+        "total: 0 errors, {upstream_ids} warnings, 0 checks,"
+    ))
 }
 
 /// Applies the series with `git am` to a clean git tree of `pristine`.
@@ -270,15 +291,35 @@ mod tests {
     #[test]
     fn checkpatch_totals() {
         assert!(is_clean(
-            "total: 0 errors, 0 warnings, 0 checks, 99 lines checked"
+            "total: 0 errors, 0 warnings, 0 checks, 99 lines checked",
+            0
         ));
         assert!(!is_clean(
-            "total: 1 errors, 0 warnings, 0 checks, 99 lines checked"
+            "total: 1 errors, 0 warnings, 0 checks, 99 lines checked",
+            0
         ));
         assert!(!is_clean(
-            "total: 0 errors, 0 warnings, 2 checks, 99 lines checked"
+            "total: 0 errors, 0 warnings, 2 checks, 99 lines checked",
+            0
         ));
-        assert!(!is_clean("total: (none: checkpatch did not finish)"));
+        assert!(!is_clean("total: (none: checkpatch did not finish)", 0));
+        // One warning, and it is the upstream id's: clean; a second one
+        // is not.
+        let one = "total: 0 errors, 1 warnings, 0 checks, 30 lines checked";
+        assert!(is_clean(one, 1));
+        assert!(!is_clean(one, 0));
+        assert!(!is_clean(
+            "total: 0 errors, 2 warnings, 0 checks, 30 lines checked",
+            1
+        ));
+    }
+
+    #[test]
+    fn only_upstream_ids_excuse_an_unknown_commit_warning() {
+        let report = "WARNING:UNKNOWN_COMMIT_ID: Unknown commit id 'f5b57e9e9cfd', maybe rebased or not pulled?\n\
+                      WARNING:UNKNOWN_COMMIT_ID: Unknown commit id 'deadbeef0000', maybe rebased or not pulled?\n\
+                      WARNING:LONG_LINE: line length of 101 exceeds 100 columns\n";
+        assert_eq!(upstream_id_warnings(report), ["f5b57e9e9cfd"]);
     }
 
     #[test]
