@@ -96,6 +96,40 @@ pub struct BuildKernelArgs {
     pub json: bool,
 }
 
+/// The guest machine: CPUs, memory, kernel and QEMU arguments.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MachineArgs {
+    /// vCPUs of each guest (default 4).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub cpus: Option<u32>,
+    /// Memory of each guest: MiB, or with M or G (default 4G).
+    #[arg(long, value_name = "SIZE", value_parser = crate::vm::qemu::parse_memory)]
+    pub memory: Option<u32>,
+    /// Kernel command-line arguments, after the harness's (repeatable;
+    /// each value may hold several, space-separated).
+    #[arg(long, value_name = "ARGS")]
+    pub append: Vec<String>,
+    /// An argument for qemu-system-x86_64, after the harness's
+    /// (repeatable, one word each: `--qemu-arg=-device --qemu-arg=virtio-rng-pci`).
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub qemu_arg: Vec<String>,
+}
+
+impl MachineArgs {
+    pub fn machine(&self) -> crate::vm::qemu::Machine {
+        crate::vm::qemu::Machine {
+            cpus: self.cpus,
+            memory_mib: self.memory,
+            append: self
+                .append
+                .iter()
+                .flat_map(|a| a.split_whitespace().map(str::to_string))
+                .collect(),
+            qemu_args: self.qemu_arg.clone(),
+        }
+    }
+}
+
 /// Options shared by every subcommand that boots kernels.
 #[derive(clap::Args, Debug, Clone)]
 pub struct VmArgs {
@@ -133,6 +167,8 @@ pub struct VmArgs {
     /// xtask bundle`, and build nothing.
     #[arg(long, value_name = "DIR", env = crate::kernel::bundle::BUNDLE_ENV)]
     pub bundle: Option<PathBuf>,
+    #[command(flatten)]
+    pub machine: MachineArgs,
     /// Harness self-test: make the guest panic, warn, hang or flood before
     /// or after its program, or crash|freeze|stall:TEST when TEST starts.
     #[arg(long, hide = true)]
@@ -224,6 +260,8 @@ pub struct RunArgs {
     /// 3x for debug kernels; no limit for --shell).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub machine: MachineArgs,
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -253,6 +291,7 @@ impl VmArgs {
             claim: self.claim.clone(),
             timeout: self.timeout,
             bundle: self.bundle.clone(),
+            machine: self.machine.machine(),
         }
     }
 }
@@ -429,5 +468,45 @@ mod tests {
         let cli =
             Cli::try_parse_from(["xtask", "build-kernel", "--kernel", "base,prefault"]).unwrap();
         assert!(matches!(cli.command, Command::BuildKernel(a) if a.kernel == ["base", "prefault"]));
+    }
+
+    #[test]
+    fn machine_flags_on_every_booting_command() {
+        let machine = |args: &[&str]| {
+            let m = match Cli::try_parse_from(args).unwrap().command {
+                Command::Vmtest(a) => a.vm.machine,
+                Command::Bench(a) => a.vm.machine,
+                Command::Kselftest(a) => a.vm.machine,
+                Command::Run(a) => a.machine,
+                _ => panic!("no machine flags"),
+            };
+            m.machine()
+        };
+        let flags = [
+            "--cpus",
+            "2",
+            "--memory",
+            "6G",
+            "--append",
+            "nokaslr loglevel=7",
+            "--append=quiet",
+            "--qemu-arg=-device",
+            "--qemu-arg",
+            "virtio-rng-pci",
+        ];
+        for cmd in ["vmtest", "bench", "kselftest", "run"] {
+            let mut args = vec!["x", cmd];
+            args.extend(flags);
+            let m = machine(&args);
+            assert_eq!((m.cpus, m.memory_mib), (Some(2), Some(6144)), "{cmd}");
+            assert_eq!(m.append, ["nokaslr", "loglevel=7", "quiet"], "{cmd}");
+            assert_eq!(m.qemu_args, ["-device", "virtio-rng-pci"], "{cmd}");
+        }
+        assert_eq!(machine(&["x", "vmtest"]), Default::default());
+        for bad in [["--cpus", "0"], ["--memory", "12"], ["--memory", "4T"]] {
+            let mut args = vec!["x", "vmtest"];
+            args.extend(bad);
+            assert!(Cli::try_parse_from(&args).is_err(), "{bad:?}");
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 mod cli;
 mod commands;
+mod config_file;
 mod fresh_root;
 mod hostdeps;
 mod kernel;
@@ -25,8 +26,15 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
+    let args = match config_file::arguments(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return std::process::ExitCode::from(project::EXIT_SETUP);
+        }
+    };
     // clap's own exit code for bad usage (2) is ours for a VM failure.
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();

@@ -124,6 +124,82 @@ fn stdout_and_stderr_stream_apart_and_completely() {
     assert!(r.stderr.contains("to-stderr"), "{}", r.stderr);
 }
 
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn machine_flags_reach_the_guest() {
+    let r = run(&[
+        "--cpus",
+        "2",
+        "--memory",
+        "2G",
+        "--append",
+        "bpflab_probe=machine-flags",
+        // pci-testdev: Red Hat's vendor 0x1b36, device 0x0005.
+        "--qemu-arg=-device",
+        "--qemu-arg=pci-testdev",
+        "--",
+        "sh",
+        "-c",
+        "nproc; grep MemTotal /proc/meminfo; cat /proc/cmdline; \
+         cat /sys/bus/pci/devices/*/vendor /sys/bus/pci/devices/*/device | tr '\\n' ' '",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "2", "--cpus 2: nproc in\n{}", r.stdout);
+    let kb: u64 = lines[1]
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no MemTotal in\n{}", r.stdout));
+    assert!(
+        (1_800_000..=2_097_152).contains(&kb),
+        "--memory 2G: MemTotal {kb} kB"
+    );
+    assert!(
+        lines[2].contains(" bpflab_probe=machine-flags "),
+        "--append: {}",
+        lines[2]
+    );
+    assert!(
+        lines[3].contains("0x1b36") && lines[3].contains("0x0005"),
+        "--qemu-arg: no pci-testdev among the PCI ids {}",
+        lines[3]
+    );
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_config_file_gives_defaults_that_the_command_line_overrides() {
+    let file = std::env::temp_dir().join(format!("bpflab-test-{}.toml", std::process::id()));
+    fs::write(&file, "cpus = 2\nappend = [\"bpflab_probe=from-file\"]\n").unwrap();
+    let nproc_and_cmdline = |extra: &[&str]| {
+        let mut c = xtask(extra);
+        c.args(["--", "sh", "-c", "nproc; cat /proc/cmdline"])
+            .env("BPFLAB_CONFIG", &file);
+        let r = run_with(c);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+    };
+    let out = nproc_and_cmdline(&[]);
+    assert!(
+        out.starts_with("2\n") && out.contains("bpflab_probe=from-file"),
+        "the file's cpus and append: {out}"
+    );
+    let out = nproc_and_cmdline(&["--cpus", "3"]);
+    assert!(out.starts_with("3\n"), "--cpus 3 over the file's 2: {out}");
+    fs::write(&file, "cpu = 2\n").unwrap();
+    let mut c = xtask(&["--", "true"]);
+    c.env("BPFLAB_CONFIG", &file);
+    let r = run_with(c);
+    assert!(
+        r.code == 3 && r.stderr.contains("unknown field `cpu`"),
+        "an unknown key: exit {} {}",
+        r.code,
+        r.stderr
+    );
+    fs::remove_file(&file).unwrap();
+}
+
 /// In the project: a file written in the guest is on the host; outside
 /// it the host is read-only; /tmp is the guest's own; the caller's
 /// working directory and environment are the command's.

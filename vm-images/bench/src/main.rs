@@ -5,6 +5,7 @@
 //!
 //! Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 
+mod fill;
 mod stats;
 mod sys;
 mod threads;
@@ -136,6 +137,22 @@ struct SparseRecord {
     minor_faults: u64,
 }
 
+/// One pattern's cycles with the fill function probed; kind "fill".
+#[derive(Serialize)]
+struct FillRecord {
+    kind: &'static str,
+    scenario: &'static str,
+    size_bytes: u64,
+    function: &'static str,
+    cycles: usize,
+    /// Calls of `function` over all the cycles, and their summed time.
+    fills: u64,
+    fill_us: u64,
+    minor_faults: u64,
+    /// The probed cycles' median.
+    median_ns: u64,
+}
+
 /// Page-table and RSS cost of one mapping; kind is always "memory".
 #[derive(Serialize)]
 struct MemoryRecord {
@@ -237,7 +254,62 @@ fn table(results: &mut Results, iterations: usize) -> Result<(), String> {
         emit_timing(results, "scenario", *scenario, TABLE_SIZE, s)?;
     }
     sparse(results, &map, iterations)?;
-    threaded(results, &map, iterations)
+    threaded(results, &map, iterations)?;
+    fill_split(results, &map, iterations)
+}
+
+/// The patterns whose time `fill_split` divides.
+const FILL_SCENARIOS: [Scenario; 3] = [
+    Scenario::NopopulateTouchall,
+    Scenario::PopulateNoaccess,
+    Scenario::ReadAll,
+];
+
+/// Each pattern's cycles again with the fill function probed (`fill`):
+/// how much of a cycle the fills take, and how many there are.
+fn fill_split(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<(), String> {
+    let function = fill::fill_function()?;
+    let pages = (map.size as usize) / sys::PAGE;
+    let cycles = (iterations / 3).max(3);
+    println!(
+        "
+fills of {function} (kprobes on; {cycles} cycles each):"
+    );
+    for scenario in FILL_SCENARIOS {
+        let touched = scenario.sparse_pages(pages);
+        time_cycle(map, scenario, &touched)?;
+        let probe = fill::FillProbe::install(function)?;
+        let faults_before = sys::minor_faults();
+        let mut whole = Vec::with_capacity(cycles);
+        for _ in 0..cycles {
+            whole.push(time_cycle(map, scenario, &touched)?.0);
+        }
+        let minor_faults = sys::minor_faults() - faults_before;
+        let fills = probe.finish()?;
+        let median_ns = stats::summarize(&whole).ok_or("no samples")?.median_ns;
+        println!(
+            "{:>8}  {:<20} cycle {} (probed), {} fills in {}us per cycle, {} minor faults",
+            "",
+            scenario.name(),
+            stats::fmt_us(median_ns),
+            fills.count / cycles as u64,
+            fills.total_us / cycles as u64,
+            minor_faults / cycles as u64
+        );
+        let record = FillRecord {
+            kind: "fill",
+            scenario: scenario.name(),
+            size_bytes: map.size,
+            function,
+            cycles,
+            fills: fills.count,
+            fill_us: fills.total_us,
+            minor_faults,
+            median_ns,
+        };
+        results.emit(&to_json(&record)?)?;
+    }
+    Ok(())
 }
 
 /// The seed's table and the sparse patterns again with 2 and 4 threads,

@@ -14,6 +14,7 @@ use crate::hostdeps;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary, table};
+use crate::report::fill::fill_table;
 use crate::report::plot;
 use crate::report::protocol::Outcome;
 use crate::report::sparse::sparse_table;
@@ -54,10 +55,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
     }
     let text = format!(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}{}",
         table(&results, accel),
         sparse_table(&results),
         threads_table(&results),
+        fill_table(&results),
         window_targets(&results),
         sweep_summary(&results)
     );

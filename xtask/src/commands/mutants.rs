@@ -216,6 +216,7 @@ fn run_one(
             claim: claim_for(series, m.patch)?,
             timeout: None,
             bundle: None,
+            machine: Default::default(),
             inject: None,
         },
         fail_fast: true,

@@ -47,6 +47,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         claim: Flavor::patched().name().to_string(),
         timeout: args.timeout,
         bundle: None,
+        machine: args.machine.machine(),
     };
     let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;

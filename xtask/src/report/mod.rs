@@ -2,6 +2,7 @@
 //! counts behind the closing `N passed, N failed` line.
 
 pub mod bench;
+pub mod fill;
 pub mod interval;
 pub mod plot;
 pub mod protocol;

@@ -58,6 +58,55 @@ pub struct VmConfig {
     pub share: Option<ShareDevices>,
     /// Where the console and a host command's output go.
     pub io: GuestIo,
+    /// The developer's kernel arguments, after ours.
+    pub append: Vec<String>,
+    /// The developer's QEMU arguments, after ours.
+    pub extra_args: Vec<String>,
+}
+
+/// The developer's changes to every guest of a run (`--cpus`, `--memory`,
+/// `--append`, `--qemu-arg`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Machine {
+    pub cpus: Option<u32>,
+    pub memory_mib: Option<u32>,
+    pub append: Vec<String>,
+    pub qemu_args: Vec<String>,
+}
+
+impl Machine {
+    pub fn apply(&self, cfg: &mut VmConfig) {
+        if let Some(cpus) = self.cpus {
+            cfg.cpus = cpus;
+        }
+        if let Some(mib) = self.memory_mib {
+            cfg.memory_mib = mib;
+        }
+        cfg.append.extend(self.append.iter().cloned());
+        cfg.extra_args.extend(self.qemu_args.iter().cloned());
+    }
+}
+
+/// `--memory`'s value in MiB: a number of MiB, or one with a suffix M or
+/// G (`4096`, `4096M`, `4G`); at least 256 MiB, which the guest needs.
+pub fn parse_memory(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    let (digits, factor) = match t.char_indices().last() {
+        Some((i, 'G' | 'g')) => (&t[..i], 1024),
+        Some((i, 'M' | 'm')) => (&t[..i], 1),
+        _ => (t, 1),
+    };
+    let mib = digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("{text:?} is not a size: give MiB, or a number with M or G (4G)"))?;
+    if mib < 256 {
+        return Err(format!(
+            "{text:?} is too little memory: the guest needs at least 256M"
+        ));
+    }
+    Ok(mib)
 }
 
 /// How the host's root (read-only) and the project (read-write) are
@@ -106,6 +155,8 @@ impl VmConfig {
             guest,
             share: None,
             io: GuestIo::Console,
+            append: Vec::new(),
+            extra_args: Vec::new(),
         }
     }
 }
@@ -226,6 +277,7 @@ pub fn kernel_cmdline(cfg: &VmConfig) -> String {
     if cfg.numa_nodes > 1 {
         parts.push(format!("numa=fake={}", cfg.numa_nodes));
     }
+    parts.extend(cfg.append.iter().cloned());
     parts.extend(cfg.guest.words());
     parts.join(" ")
 }
@@ -261,6 +313,8 @@ pub fn qemu_args(cfg: &VmConfig) -> Vec<String> {
     if let Some(share) = &cfg.share {
         args.extend(share_args(share, cfg.memory_mib));
     }
+    // Last, so the developer's options can add to or override ours.
+    args.extend(cfg.extra_args.iter().cloned());
     args
 }
 
@@ -372,6 +426,44 @@ mod tests {
         );
         assert!(!line.contains("numa="));
         assert!(!line.contains("bpflab.args"));
+    }
+
+    #[test]
+    fn the_developers_machine_changes_cpus_memory_cmdline_and_args() {
+        let mut c = cfg(Accel::Tcg);
+        Machine {
+            cpus: Some(2),
+            memory_mib: Some(8192),
+            append: vec!["nokaslr".into(), "loglevel=7".into()],
+            qemu_args: vec!["-device".into(), "virtio-rng-pci".into()],
+        }
+        .apply(&mut c);
+        let args = qemu_args(&c);
+        assert_eq!(value_after(&args, "-smp"), ["2"]);
+        assert_eq!(value_after(&args, "-m"), ["8192M"]);
+        assert_eq!(args[args.len() - 2..], ["-device", "virtio-rng-pci"]);
+        let line = kernel_cmdline(&c);
+        assert!(
+            line.contains("numa=fake=2 nokaslr loglevel=7 bpflab.run=selftests"),
+            "{line}"
+        );
+        // Nothing given: the defaults stay.
+        let mut d = cfg(Accel::Tcg);
+        Machine::default().apply(&mut d);
+        assert_eq!(qemu_args(&d), qemu_args(&cfg(Accel::Tcg)));
+    }
+
+    #[test]
+    fn memory_sizes_parse_in_mib_with_a_clear_error() {
+        assert_eq!(parse_memory("4G"), Ok(4096));
+        assert_eq!(parse_memory("6144M"), Ok(6144));
+        assert_eq!(parse_memory("512"), Ok(512));
+        assert_eq!(parse_memory("2g"), Ok(2048));
+        for bad in ["", "G", "4T", "-1G", "lots", "99999999G"] {
+            let e = parse_memory(bad).unwrap_err();
+            assert!(e.contains("not a size"), "{bad}: {e}");
+        }
+        assert!(parse_memory("128M").unwrap_err().contains("at least 256M"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::accel::AccelPicker;
 use super::guest_image;
 use super::judge::judge;
 use super::process::{self, Limits, VmEnd, VmOutcome};
-use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, TcgThreads, VmConfig};
+use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, Machine, TcgThreads, VmConfig};
 use super::relay::Relay;
 use super::share::{self, ActiveShare, ShareChoice, Sharing};
 use super::targets::{targets, BootConfig, Target};
@@ -50,6 +50,8 @@ pub struct Session {
     pub output_stall: Option<u64>,
     /// How TCG runs the vCPUs of this run's guests.
     pub tcg_threads: TcgThreads,
+    /// The developer's CPUs, memory and arguments for every guest.
+    pub machine: Machine,
     /// Boots so far per kernel: each boot keeps its own console log and
     /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
     /// new boot never overwrites the trace of the one that died.
@@ -78,6 +80,7 @@ pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Pre
             host_command: None,
             output_stall: None,
             tcg_threads: TcgThreads::Multi,
+            machine: vm.machine.clone(),
             boots: Default::default(),
         },
     })
@@ -110,6 +113,7 @@ impl Session {
             cfg.share = share.as_ref().map(|(s, _)| s.devices.clone());
             cfg.io = self.io.clone();
             cfg.tcg_threads = self.tcg_threads;
+            self.machine.apply(&mut cfg);
             let limits = self.limits_for(accel, target);
             let over = share
                 .as_ref()

@@ -31,6 +31,8 @@ pub struct BootConfig {
     /// Take the kernels from this bundle (`kernel::bundle`), building
     /// nothing.
     pub bundle: Option<PathBuf>,
+    /// CPUs, memory, kernel and QEMU arguments of every guest.
+    pub machine: super::qemu::Machine,
 }
 
 /// A kernel ready to boot.
