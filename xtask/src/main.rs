@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod config_file;
 mod fresh_root;
+mod host_noise;
 mod hostdeps;
 mod kernel;
 mod kselftest;

@@ -20,6 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("mutants", &["kernel", "report", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["project", "util"]),
+    ("host_noise", &[]),
     ("report", &["project", "util"]),
     ("leftovers", &["project", "util"]),
     ("project", &[]),

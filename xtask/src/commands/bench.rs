@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::Program;
 
 use crate::cli::BenchArgs;
+use crate::host_noise;
 use crate::hostdeps;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::bench::KernelBench;
@@ -22,6 +23,9 @@ use crate::report::targets::window_targets;
 use crate::report::threads::threads_table;
 use crate::vm::session::{self, GuestRun, Prepared, Session};
 use crate::vm::targets::Target;
+
+/// How long the host's memory is probed after each round of boots.
+const HOST_NOISE_PROBE: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
@@ -42,6 +46,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         })
         .collect();
     let mut accel = "?";
+    let mut host_noise = vec![];
     // Interleave boots across kernels so drift on a noisy host hits all.
     for round in 0..repeat {
         for (target, bench) in targets.iter().zip(results.iter_mut()) {
@@ -53,22 +58,26 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             accel = run.accel.name();
             bench.boots.push(parse_records(&run.report.bench)?);
         }
+        // Between rounds, with no VM running: the host's own swing.
+        host_noise.push(host_noise::probe(HOST_NOISE_PROBE));
     }
     let text = format!(
-        "{}{}{}{}{}{}",
+        "{}{}{}{}{}{}\n{}",
         table(&results, accel),
         sparse_table(&results),
         threads_table(&results),
         fill_table(&results),
         window_targets(&results),
-        sweep_summary(&results)
+        sweep_summary(&results),
+        host_noise::summary(&host_noise),
     );
     println!("{text}");
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| project::root().join("target/bench"));
-    let json = summary_json(accel, args.quick, repeat, &results);
+    let mut json = summary_json(accel, args.quick, repeat, &results);
+    json["host_noise"] = serde_json::json!(host_noise);
     write_outputs(&out, &text, &json, accel, &results)?;
     Ok(ExitCode::SUCCESS)
 }
