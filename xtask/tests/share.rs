@@ -126,6 +126,58 @@ fn stdout_and_stderr_stream_apart_and_completely() {
 
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_piped_stdin_reaches_the_command_to_its_last_byte() {
+    // A pipe, as `echo hi | cargo xtask run -- cat`.
+    let mut echo = Command::new("printf")
+        .arg("hi\n")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut c = xtask(&["--", "cat"]);
+    c.stdin(Stdio::from(echo.stdout.take().unwrap()));
+    let r = run_with(c);
+    echo.wait().unwrap();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "hi\n"), "{}", r.stderr);
+    // 10 MB of every byte value from a file, through sha256sum.
+    let data: Vec<u8> = {
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        (0..10_000_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect()
+    };
+    let file = project().join("target/stdin-10MB.bin");
+    fs::write(&file, &data).unwrap();
+    let host = Command::new("sha256sum").arg(&file).output().unwrap();
+    let want = String::from_utf8_lossy(&host.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let mut c = xtask(&["--", "sha256sum"]);
+    c.stdin(fs::File::open(&file).unwrap());
+    let r = run_with(c);
+    let _ = fs::remove_file(&file);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!("{want}  -\n"),
+        "the guest's sum of the 10 MB"
+    );
+    // A command that reads none of it still ends; /dev/null stays empty.
+    let mut c = xtask(&["--", "true"]);
+    c.stdin(fs::File::open("/proc/self/exe").unwrap());
+    assert_eq!(run_with(c).code, 0);
+    let r = run(&["--", "cat"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{}", r.stderr);
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
 fn machine_flags_reach_the_guest() {
     let r = run(&[
         "--cpus",

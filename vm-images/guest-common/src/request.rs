@@ -19,6 +19,8 @@ pub const HOST_ROOT: &str = "/host";
 /// The virtio-serial port names that carry the command's output.
 pub const STDOUT_PORT: &str = "bpflab.stdout";
 pub const STDERR_PORT: &str = "bpflab.stderr";
+/// The virtio-serial port that carries the host's piped stdin.
+pub const STDIN_PORT: &str = "bpflab.stdin";
 /// The virtio console of `--shell`.
 pub const SHELL_TTY: &str = "/dev/hvc0";
 
@@ -64,6 +66,9 @@ pub struct HostCommand {
     pub env: Vec<(String, String)>,
     /// An interactive shell on [`SHELL_TTY`] instead of output ports.
     pub shell: bool,
+    /// The command reads [`STDIN_PORT`] (the host's piped stdin, to its
+    /// end) instead of /dev/null.
+    pub stdin: bool,
     /// The host terminal's size, passed to the shell's terminal.
     pub rows: u16,
     pub cols: u16,
@@ -91,6 +96,9 @@ impl Request {
             pairs.extend(c.env.iter().map(|(k, v)| ("env", format!("{k}={v}"))));
             if c.shell {
                 pairs.push(("shell", "1".into()));
+            }
+            if c.stdin {
+                pairs.push(("stdin", "1".into()));
             }
             pairs.push(("rows", c.rows.to_string()));
             pairs.push(("cols", c.cols.to_string()));
@@ -149,6 +157,7 @@ impl Request {
                     cmd.env.push((k.to_string(), v.to_string()));
                 }
                 "shell" => cmd.shell = value == "1",
+                "stdin" => cmd.stdin = value == "1",
                 "rows" => cmd.rows = number()?,
                 "cols" => cmd.cols = number()?,
                 _ => return Err(format!("request: unknown key {key:?}")),
@@ -202,6 +211,7 @@ mod tests {
                     ("X".into(), "1=2".into()),
                 ],
                 shell: false,
+                stdin: true,
                 rows: 40,
                 cols: 120,
             }),

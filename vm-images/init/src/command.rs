@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use guest_common::request::{
-    exit_status, HostCommand, HOST_ROOT, SHELL_TTY, STDERR_PORT, STDOUT_PORT,
+    exit_status, HostCommand, HOST_ROOT, SHELL_TTY, STDERR_PORT, STDIN_PORT, STDOUT_PORT,
 };
 
 use crate::say;
@@ -96,8 +96,16 @@ fn prepare(cmd: &HostCommand) -> Result<(Command, File), String> {
         let errors = stderr
             .try_clone()
             .map_err(|e| describe("dup of the stderr port", &e))?;
+        let stdin = if cmd.stdin {
+            let port = find_port(STDIN_PORT)?;
+            Stdio::from(
+                File::open(&port).map_err(|e| describe(&format!("open {}", port.display()), &e))?,
+            )
+        } else {
+            Stdio::null()
+        };
         command
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(output_port(STDOUT_PORT, false)?)
             .stderr(stderr);
         (None, errors)

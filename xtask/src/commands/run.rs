@@ -67,6 +67,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         GuestIo::Command {
             stdout: outputs.0.clone(),
             stderr: outputs.1.clone(),
+            stdin: None,
         }
     };
     let ran = if args.shell {
@@ -83,7 +84,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     // Relayed, or in the capped console log: the raw copies (as large as
     // the command made them) are not kept.
     let raw = match &session.io {
-        GuestIo::Command { stdout, stderr } => vec![stdout, stderr],
+        GuestIo::Command { stdout, stderr, .. } => vec![stdout, stderr],
         GuestIo::Shell { console } => vec![console],
         GuestIo::Console => vec![],
     };
@@ -149,6 +150,7 @@ fn host_command(args: &RunArgs) -> Result<HostCommand> {
         cwd,
         env: guest_env(std::env::vars_os()),
         shell: args.shell,
+        stdin: !args.shell && terminal::is_piped(0),
         rows,
         cols,
     })
@@ -186,6 +188,19 @@ mod terminal {
     pub fn is_tty(fd: i32) -> bool {
         // SAFETY: isatty only inspects the descriptor.
         unsafe { libc::isatty(fd) == 1 }
+    }
+
+    /// A pipe or a file, whose bytes the guest's command gets (a
+    /// terminal, /dev/null or a socket does not: the command reads
+    /// /dev/null, as before).
+    pub fn is_piped(fd: i32) -> bool {
+        // SAFETY: stat is plain data; fstat fills it or fails.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: st is valid for fstat's write.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return false;
+        }
+        matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFREG)
     }
 
     pub fn size() -> Option<(u16, u16)> {
@@ -245,6 +260,18 @@ impl Drop for TerminalGuard {
 mod tests {
     use super::*;
     use std::ffi::OsString;
+
+    #[test]
+    fn pipes_and_files_are_forwarded_terminals_and_dev_null_are_not() {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        assert!(terminal::is_piped(file.as_raw_fd()), "a file");
+        let (read, _write) = std::io::pipe().unwrap();
+        assert!(terminal::is_piped(read.as_raw_fd()), "a pipe");
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert!(!terminal::is_piped(null.as_raw_fd()), "/dev/null");
+        assert!(!terminal::is_piped(-1), "no descriptor");
+    }
 
     #[test]
     fn cargo_run_variables_stay_on_the_host() {

@@ -341,6 +341,7 @@ fn command(dir: &Path, runner: Runner, argv: &[String]) -> Result<HostCommand> {
             ("HOME".into(), "/root".into()),
         ],
         shell: false,
+        stdin: false,
         rows: 0,
         cols: 0,
     })

@@ -141,6 +141,7 @@ pub fn run(
     let mut child = Reaper(spawn_tied(&mut command).context(
         "starting qemu-system-x86_64 (install it with `apt-get install qemu-system-x86`)",
     )?);
+    feed_stdin(&cfg.io);
     let (tx, rx) = mpsc::channel();
     let console_done = Arc::new(AtomicBool::new(false));
     let console: Box<dyn Read + Send> = match console_file {
@@ -416,6 +417,45 @@ impl BoundedLog {
         }
         Ok(())
     }
+}
+
+/// With a stdin port, copies the harness's stdin into it: connects to
+/// QEMU's socket (QEMU starts the guest only then) and shuts its side at
+/// stdin's end, which the guest's command reads as EOF. Detached: when the
+/// guest is gone first, the next write fails and the thread ends; a stdin
+/// that never ends holds only this thread.
+fn feed_stdin(io: &GuestIo) {
+    let GuestIo::Command {
+        stdin: Some(socket),
+        ..
+    } = io
+    else {
+        return;
+    };
+    let socket = socket.clone();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut stream = loop {
+            match std::os::unix::net::UnixStream::connect(&socket) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => {
+                    eprintln!(
+                        "error: connecting stdin to the guest at {}: {e}",
+                        socket.display()
+                    );
+                    return;
+                }
+            }
+        };
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut stream);
+        // Half a close: QEMU reads every byte, then the end. A whole close
+        // is a hang-up, on which QEMU drops what the guest has not read.
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::copy(&mut stream, &mut std::io::sink());
+    });
 }
 
 #[cfg(test)]

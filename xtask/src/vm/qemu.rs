@@ -125,8 +125,14 @@ pub enum GuestIo {
     /// The console on QEMU's stdout, read by the harness.
     Console,
     /// As `Console`, plus the command's stdout and stderr on virtio-serial
-    /// ports written to these files, which the harness relays.
-    Command { stdout: PathBuf, stderr: PathBuf },
+    /// ports written to these files, which the harness relays; and with
+    /// `stdin`, a port whose host side is a unix socket at that path, which
+    /// QEMU waits for the harness to connect to before it starts the guest.
+    Command {
+        stdout: PathBuf,
+        stderr: PathBuf,
+        stdin: Option<PathBuf>,
+    },
     /// QEMU's stdio is the user's terminal, as the guest's virtio console
     /// (the shell's); the kernel console goes to this file.
     Shell { console: PathBuf },
@@ -217,7 +223,7 @@ pub fn share_args(share: &ShareDevices, memory_mib: u32) -> Vec<String> {
 
 /// The console's chardev, and the command's output devices.
 pub fn io_args(io: &GuestIo) -> Vec<String> {
-    use guest_common::request::{STDERR_PORT, STDOUT_PORT};
+    use guest_common::request::{STDERR_PORT, STDIN_PORT, STDOUT_PORT};
     let mut args: Vec<String> = vec!["-chardev".into()];
     match io {
         GuestIo::Console | GuestIo::Command { .. } => {
@@ -230,7 +236,11 @@ pub fn io_args(io: &GuestIo) -> Vec<String> {
     args.extend(["-serial".into(), "chardev:console".into()]);
     match io {
         GuestIo::Console => {}
-        GuestIo::Command { stdout, stderr } => {
+        GuestIo::Command {
+            stdout,
+            stderr,
+            stdin,
+        } => {
             args.extend(["-device".into(), "virtio-serial-pci".into()]);
             for (id, file, name) in [("out", stdout, STDOUT_PORT), ("err", stderr, STDERR_PORT)] {
                 args.extend([
@@ -238,6 +248,16 @@ pub fn io_args(io: &GuestIo) -> Vec<String> {
                     format!("file,id={id},path={}", escape(file)),
                     "-device".into(),
                     format!("virtserialport,chardev={id},name={name}"),
+                ]);
+            }
+            if let Some(socket) = stdin {
+                // wait=on: no byte can be lost to a guest that reads before
+                // the harness is there; the harness's close is the EOF.
+                args.extend([
+                    "-chardev".into(),
+                    format!("socket,id=in,path={},server=on,wait=on", escape(socket)),
+                    "-device".into(),
+                    format!("virtserialport,chardev=in,name={STDIN_PORT}"),
                 ]);
             }
         }
@@ -529,6 +549,7 @@ mod tests {
         c.io = GuestIo::Command {
             stdout: "/r/out".into(),
             stderr: "/r/err".into(),
+            stdin: None,
         };
         let args = qemu_args(&c);
         assert_eq!(
@@ -547,6 +568,19 @@ mod tests {
                 "virtserialport,chardev=out,name=bpflab.stdout",
                 "virtserialport,chardev=err,name=bpflab.stderr"
             ]
+        );
+        // A piped stdin: a third port, on a socket QEMU waits at.
+        c.io = GuestIo::Command {
+            stdout: "/r/out".into(),
+            stderr: "/r/err".into(),
+            stdin: Some("/r/stdin.sock".into()),
+        };
+        let args = qemu_args(&c);
+        assert!(value_after(&args, "-chardev")
+            .contains(&"socket,id=in,path=/r/stdin.sock,server=on,wait=on"));
+        assert_eq!(
+            value_after(&args, "-device").last(),
+            Some(&"virtserialport,chardev=in,name=bpflab.stdin")
         );
         c.io = GuestIo::Shell {
             console: "/r/console.raw".into(),

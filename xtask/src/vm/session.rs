@@ -214,9 +214,15 @@ impl Session {
         for file in [out, err] {
             fs::write(file, b"").with_context(|| format!("creating {}", file.display()))?;
         }
+        let stdin = self
+            .host_command
+            .as_ref()
+            .is_some_and(|c| c.stdin)
+            .then(|| self.run_dir.join("stdin.sock"));
         self.io = GuestIo::Command {
             stdout: out.to_path_buf(),
             stderr: err.to_path_buf(),
+            stdin,
         };
         let relays = (Relay::start(out, to_out)?, Relay::start(err, to_err)?);
         let ran = self.run_guest(target, target.guest(Program::Command, Vec::new(), None));
