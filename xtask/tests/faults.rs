@@ -314,6 +314,11 @@ fn kernel_warning_fails_a_passing_run() {
     assert_eq!(code, TESTS_FAILED, "{text}");
     assert!(text.contains("FAIL t28_console_clean"), "{text}");
     assert!(text.contains("WARNING"), "{text}");
+    // Symbolized under it: file:line in the call trace.
+    assert!(
+        text.contains("direct_entry (drivers/misc/lkdtm/core.c:"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -585,6 +585,15 @@ fn a_kernel_splat_fails_a_passing_command_unless_allowed() {
         "the splat is the last thing said: {}",
         r.stderr
     );
+    // Symbolized by the tree's decode_stacktrace.sh: the call trace has
+    // file:line, which the raw console never has.
+    assert!(
+        r.stderr.contains("the first splat, with file:line")
+            && r.stderr
+                .contains("direct_entry (drivers/misc/lkdtm/core.c:"),
+        "{}",
+        r.stderr
+    );
     let r = run(&["--allow-splat", "--", "sh", "-c", warn]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("the kernel reported"), "{}", r.stderr);

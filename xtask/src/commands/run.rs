@@ -22,6 +22,7 @@ use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestIo;
 use crate::vm::session::{self, GuestRun};
 use crate::vm::share::Sharing;
+use crate::vm::symbolize;
 use crate::vm::targets::BootConfig;
 
 /// The VM could not run the command (as `env` and `docker run` use it).
@@ -91,11 +92,11 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     for file in raw {
         let _ = std::fs::remove_file(file);
     }
-    exit_code(&ran?, args.allow_splat)
+    exit_code(&ran?, args.allow_splat, target.vmlinux.as_deref())
 }
 
 /// The command's status, after what the kernel said about it.
-fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
+fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&std::path::Path>) -> Result<u8> {
     if let Some(why) = &ran.vm_failure {
         bail!("{why}");
     }
@@ -103,7 +104,7 @@ fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
     let status = verdict
         .status()
         .with_context(|| format!("the guest's verdict has no exit status: {}", verdict.detail))?;
-    let splats = report_splats(&ran.outcome);
+    let splats = report_splats(&ran.outcome, vmlinux);
     Ok(if splats > 0 && !allow_splat && status == 0 {
         1
     } else {
@@ -111,9 +112,14 @@ fn exit_code(ran: &GuestRun, allow_splat: bool) -> Result<u8> {
     })
 }
 
-/// Prints the kernel's splats after the command's output; returns how many.
-fn report_splats(outcome: &VmOutcome) -> usize {
+/// Prints the kernel's splats after the command's output, the first with
+/// file:line (`vm::symbolize`); returns how many.
+fn report_splats(outcome: &VmOutcome, vmlinux: Option<&std::path::Path>) -> usize {
     if let Some(first) = outcome.splats.first() {
+        eprintln!(
+            "bpflab: the first splat, with file:line:\n{}",
+            symbolize::first_splat(&outcome.console_log, first, vmlinux)
+        );
         eprintln!(
             "bpflab: the kernel reported {} problem line(s) on the console, first: {} (see {})",
             outcome.splats.len(),

@@ -20,6 +20,7 @@ use crate::vm::qemu::GuestCommand;
 use crate::vm::selection;
 use crate::vm::session::{self, GuestRun, Prepared, Session, DEBUG_SLOWDOWN};
 use crate::vm::share::Sharing;
+use crate::vm::symbolize;
 use crate::vm::targets::{self, Target};
 
 pub fn run(args: VmtestArgs) -> Result<ExitCode> {
@@ -200,7 +201,9 @@ fn kernel_run(
 ) -> Result<KernelRun> {
     let mut results = run.report.results.clone();
     skips::enforce(&mut results, allowed_skips);
-    results.push(judge::console_check(&run.outcome, &results));
+    let mut console = judge::console_check(&run.outcome, &results);
+    symbolize::onto_console_check(&mut console, &run.outcome, target.vmlinux.as_deref());
+    results.push(console);
     let kr = KernelRun {
         kernel: target.name.clone(),
         accel: run.accel.name().into(),
@@ -263,7 +266,13 @@ fn print_summary(run: &KernelRun, outcome: &VmOutcome) {
             Status::Crashed => "CRASH",
             _ => continue,
         };
-        eprintln!("   {word} {}: {}", r.name, r.message);
+        // A message's " | " parts are its lines (a symbolized splat has
+        // dozens): one per line, under the first.
+        let mut parts = r.message.split(" | ");
+        eprintln!("   {word} {}: {}", r.name, parts.next().unwrap_or_default());
+        for part in parts {
+            eprintln!("        {part}");
+        }
     }
     if c.not_run > 0 {
         eprintln!("   {} test(s) not run", c.not_run);

@@ -19,6 +19,7 @@ use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
 use crate::vm::relay::LinePrefixed;
 use crate::vm::session::{GuestRun, Session};
+use crate::vm::symbolize;
 use crate::vm::targets::Target;
 
 /// Under TCG, as long as test_progs may print nothing: it prints a test's
@@ -239,7 +240,9 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         all.summary_seen = parsed.summary.is_some();
         let last = parse::last_number(&stdout).max(resume.done.unwrap_or(0));
         all.results.extend(parsed.results);
-        consoles.push(judge::console_check(&ran.outcome, &all.results));
+        let mut console = judge::console_check(&ran.outcome, &all.results);
+        symbolize::onto_console_check(&mut console, &ran.outcome, target.vmlinux.as_deref());
+        consoles.push(console);
         if ran.vm_failure.is_none() {
             break;
         }

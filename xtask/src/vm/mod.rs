@@ -14,5 +14,6 @@ pub mod relay;
 pub mod selection;
 pub mod session;
 pub mod share;
+pub mod symbolize;
 pub mod targets;
 pub mod virtiofsd;
