@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 const BUFFER_WORDS: usize = 16 << 20;
 /// One step of the chase per 4 KiB page, so every step may miss the TLB.
 const PAGE_WORDS: usize = 1024;
-/// Dependent reads per timed chunk: a few hundred µs on these machines.
+/// Dependent reads per timed chunk: about 150 µs on these machines.
 const READS_PER_CHUNK: usize = 2_000;
-/// Chunks per window: about 100 ms, a bench row's block of cycles, and
+/// Chunks per window: 90-375 ms a window in one bench run here (slow
+/// spells make longer ones), about a bench row's block of cycles, and
 /// shorter than the spells in which bench rows were seen to run slow.
 const CHUNKS_PER_WINDOW: usize = 1_000;
 
@@ -99,7 +100,7 @@ pub fn summary(probes: &[Option<Noise>]) -> String {
     let hi = swings.iter().copied().fold(0.0, f64::max);
     format!(
         "Host memory noise (a pointer chase over {} MiB on the host, no VM, after each round of boots): \
-         its slow spells ran {lo:.1}x-{hi:.1}x its fast ones (90th over 10th percentile of 100 ms windows) over {} round(s); \
+         its slow spells ran {lo:.1}x-{hi:.1}x its fast ones (90th over 10th percentile of windows of {CHUNKS_PER_WINDOW} chunks) over {} round(s); \
          a guest's rows and boots swing with it, and a ratio's interval cannot be narrower than it allows.\n",
         (BUFFER_WORDS * 4) >> 20,
         swings.len()
@@ -150,7 +151,7 @@ mod tests {
     fn the_summary_gives_the_range_of_rounds_or_nothing() {
         let n = |swing| Some(Noise { swing, windows: 5 });
         let line = summary(&[n(1.3), None, n(2.6)]);
-        assert!(line.contains("ran 1.3x-2.6x its fast ones (90th over 10th percentile of 100 ms windows) over 2 round(s)"), "{line}");
+        assert!(line.contains("ran 1.3x-2.6x its fast ones (90th over 10th percentile of windows of 1000 chunks) over 2 round(s)"), "{line}");
         assert_eq!(summary(&[None]), "");
     }
 }

@@ -8,7 +8,7 @@
 //! boot, a panic, a timeout); a kernel splat turns a 0 into 1 unless
 //! `--allow-splat`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -96,7 +96,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
 }
 
 /// The command's status, after what the kernel said about it.
-fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&std::path::Path>) -> Result<u8> {
+fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&Path>) -> Result<u8> {
     if let Some(why) = &ran.vm_failure {
         bail!("{why}");
     }
@@ -114,7 +114,7 @@ fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&std::path::Path
 
 /// Prints the kernel's splats after the command's output, the first with
 /// file:line (`vm::symbolize`); returns how many.
-fn report_splats(outcome: &VmOutcome, vmlinux: Option<&std::path::Path>) -> usize {
+fn report_splats(outcome: &VmOutcome, vmlinux: Option<&Path>) -> usize {
     if let Some(first) = outcome.splats.first() {
         eprintln!(
             "bpflab: the first splat, with file:line:\n{}",
