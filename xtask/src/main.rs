@@ -2,7 +2,7 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
-//! bench, ci, fresh_root, mutants) are thin; the work is in the layers below them:
+//! bench, ci, fresh_root, mutants, fuzz) are thin; the work is in the layers below them:
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
 //! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
 //! proof) and `report/` (what the guest said, and what the user reads).
@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod config_file;
 mod fresh_root;
+mod fuzz;
 mod host_noise;
 mod hostdeps;
 mod kernel;
@@ -57,6 +58,7 @@ fn main() -> std::process::ExitCode {
         Command::Bundle(args) => commands::bundle::run(args),
         Command::FreshRoot(args) => commands::fresh_root::run(args),
         Command::Mutants(args) => commands::mutants::run(args),
+        Command::Fuzz(args) => commands::fuzz::run(args),
     };
     match result {
         Ok(code) => code,

@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
     ("mutants", &["kernel", "report", "project", "util"]),
+    ("fuzz", &["kernel", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["project", "util"]),
     ("host_noise", &[]),

@@ -9,23 +9,14 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{run_to_end, wait_with_deadline, KillOnDrop, Ran};
+use common::{project, run_to_end, wait_with_deadline, KillOnDrop, Ran};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const VM_FAILED: i32 = 125;
-
-/// The project's root: the share writes into it.
-fn project() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 fn xtask(args: &[&str]) -> Command {
     let mut c = Command::new(XTASK);

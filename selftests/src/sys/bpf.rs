@@ -35,6 +35,7 @@ const BPF_MAP_GET_NEXT_ID: u32 = 12;
 const BPF_MAP_GET_FD_BY_ID: u32 = 14;
 const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
 const BPF_MAP_FREEZE: u32 = 22;
+const BPF_MAP_LOOKUP_BATCH: u32 = 24;
 
 /// MAP_LOOKUP_ELEM / MAP_UPDATE_ELEM / MAP_FREEZE.
 #[repr(C)]
@@ -44,6 +45,20 @@ struct MapElemAttr {
     _pad: u32,
     key: u64,
     value: u64,
+    flags: u64,
+}
+
+/// MAP_LOOKUP_BATCH and friends.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
     flags: u64,
 }
 
@@ -107,6 +122,7 @@ struct InfoAttr {
 #[repr(C)]
 pub union BpfAttr {
     map_elem: MapElemAttr,
+    batch: BatchAttr,
     prog_load: ProgLoadAttr,
     test_run: TestRunAttr,
     obj_id: ObjIdAttr,
@@ -117,6 +133,9 @@ pub union BpfAttr {
 const _: () = {
     assert!(offset_of!(MapElemAttr, key) == 8);
     assert!(offset_of!(MapElemAttr, flags) == 24);
+    assert!(offset_of!(BatchAttr, count) == 32);
+    assert!(offset_of!(BatchAttr, map_fd) == 36);
+    assert!(size_of::<BatchAttr>() == 56);
     assert!(offset_of!(ProgLoadAttr, log_buf) == 32);
     assert!(offset_of!(ProgLoadAttr, prog_name) == 48);
     assert!(offset_of!(TestRunAttr, data_in) == 16);
@@ -240,6 +259,11 @@ impl Map {
         self.value_size
     }
 
+    /// The fd alone, to keep or close apart from the map's sizes.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
         assert_eq!(key.len(), self.key_size, "map update: key size");
         assert_eq!(value.len(), self.value_size, "map update: value size");
@@ -306,6 +330,39 @@ pub fn map_freeze(fd: BorrowedFd<'_>) -> io::Result<()> {
         flags: 0,
     };
     sys_bpf(BPF_MAP_FREEZE, &mut attr).map(drop)
+}
+
+/// The values of the first `count` elements of an array map (u32 keys)
+/// in one BPF_MAP_LOOKUP_BATCH, `value_size` bytes each.
+pub fn map_lookup_all(fd: BorrowedFd<'_>, count: u32, value_size: usize) -> io::Result<Vec<u8>> {
+    let mut keys = vec![0u32; count as usize];
+    let mut values = vec![0u8; count as usize * value_size];
+    let mut next = 0u32;
+    let mut attr = zeroed_attr();
+    attr.batch = BatchAttr {
+        in_batch: 0,
+        out_batch: &mut next as *mut u32 as u64,
+        keys: keys.as_mut_ptr() as u64,
+        values: values.as_mut_ptr() as u64,
+        count,
+        map_fd: fd_u32(fd),
+        elem_flags: 0,
+        flags: 0,
+    };
+    // ENOENT: the batch reached the map's end, with every element read.
+    match sys_bpf(BPF_MAP_LOOKUP_BATCH, &mut attr) {
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(e),
+    }
+    // SAFETY: batch is the variant we initialised; the kernel set count.
+    let filled = unsafe { attr.batch.count };
+    if filled != count {
+        return Err(io::Error::other(format!(
+            "BPF_MAP_LOOKUP_BATCH read {filled} of {count} elements"
+        )));
+    }
+    Ok(values)
 }
 
 /// Prefix of `struct bpf_map_info`.

@@ -1,5 +1,5 @@
-//! A store that may fault, run in this very process: the SIGSEGV or
-//! SIGBUS it raises is caught and the store skipped. The test then sees
+//! A store or load that may fault, run in this very process: the SIGSEGV
+//! or SIGBUS it raises is caught and the access skipped. The test then sees
 //! both the signal and its own page tables as the fault left them (a
 //! forked child's die with it).
 
@@ -45,8 +45,9 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
     }
 }
 
-/// Stores `val` at `addr`; the signal it raised, if any.
-pub fn store_u64(addr: usize, val: u64) -> Option<Caught> {
+/// Runs `access` with the fault handler installed: the signal the
+/// access raised, if any.
+fn guarded(access: impl FnOnce()) -> Option<Caught> {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     SIGNAL.store(0, SeqCst);
     // SAFETY: sigaction is plain data; the handler only touches statics
@@ -60,25 +61,7 @@ pub fn store_u64(addr: usize, val: u64) -> Option<Caught> {
         assert_eq!(libc::sigaction(sig, &act, &mut old), 0, "sigaction({sig})");
         old
     });
-    // SAFETY: the store either lands at `addr`, which the caller maps, or
-    // faults and the handler resumes after it; registers are unchanged.
-    unsafe {
-        std::arch::asm!(
-            "lea {t}, [rip + 3f]",
-            "mov [{resume}], {t}",
-            "lea {t}, [rip + 2f]",
-            "mov [{at}], {t}",
-            "2:",
-            "mov qword ptr [{addr}], {val}",
-            "3:",
-            t = out(reg) _,
-            resume = in(reg) RESUME.as_ptr(),
-            at = in(reg) AT.as_ptr(),
-            addr = in(reg) addr,
-            val = in(reg) val,
-            options(nostack),
-        );
-    }
+    access();
     for (sig, old) in SIGNALS.iter().zip(&old) {
         // SAFETY: restoring the action saved above.
         unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
@@ -89,6 +72,62 @@ pub fn store_u64(addr: usize, val: u64) -> Option<Caught> {
         code: CODE.load(SeqCst),
         addr: ADDR.load(SeqCst),
     })
+}
+
+/// Stores `val` at `addr`; the signal it raised, if any.
+pub fn store_u64(addr: usize, val: u64) -> Option<Caught> {
+    guarded(|| {
+        // SAFETY: the store either lands at `addr`, which the caller
+        // maps, or faults and the handler resumes after it; registers
+        // are unchanged.
+        unsafe {
+            std::arch::asm!(
+                "lea {t}, [rip + 3f]",
+                "mov [{resume}], {t}",
+                "lea {t}, [rip + 2f]",
+                "mov [{at}], {t}",
+                "2:",
+                "mov qword ptr [{addr}], {val}",
+                "3:",
+                t = out(reg) _,
+                resume = in(reg) RESUME.as_ptr(),
+                at = in(reg) AT.as_ptr(),
+                addr = in(reg) addr,
+                val = in(reg) val,
+                options(nostack),
+            );
+        }
+    })
+}
+
+/// Loads the u64 at `addr`, or the signal the load raised.
+pub fn load_u64(addr: usize) -> Result<u64, Caught> {
+    let mut val: u64 = 0;
+    let caught = guarded(|| {
+        // SAFETY: as for `store_u64`: the load lands or is skipped, and
+        // then `val` keeps its 0.
+        unsafe {
+            std::arch::asm!(
+                "lea {t}, [rip + 3f]",
+                "mov [{resume}], {t}",
+                "lea {t}, [rip + 2f]",
+                "mov [{at}], {t}",
+                "2:",
+                "mov {val}, qword ptr [{addr}]",
+                "3:",
+                t = out(reg) _,
+                resume = in(reg) RESUME.as_ptr(),
+                at = in(reg) AT.as_ptr(),
+                addr = in(reg) addr,
+                val = inout(reg) val,
+                options(nostack),
+            );
+        }
+    });
+    match caught {
+        None => Ok(val),
+        Some(c) => Err(c),
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +142,16 @@ mod tests {
         assert_eq!(got.code, SEGV_ACCERR);
         assert_eq!(got.addr, m.addr() + 8);
         assert_eq!(m.read_u64(8), 0, "the store was not skipped");
+    }
+
+    #[test]
+    fn a_load_from_a_prot_none_page_is_caught() {
+        let m = crate::sys::mm::anon(4096, libc::PROT_NONE).unwrap();
+        let got = load_u64(m.addr() + 16).unwrap_err();
+        assert_eq!((got.signal, got.code), (libc::SIGSEGV, SEGV_ACCERR));
+        let r = crate::sys::mm::anon(4096, libc::PROT_READ | libc::PROT_WRITE).unwrap();
+        r.write_u64(8, 99);
+        assert_eq!(load_u64(r.addr() + 8), Ok(99));
     }
 
     #[test]

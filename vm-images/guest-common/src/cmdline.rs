@@ -42,6 +42,8 @@ impl GuestCommand {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parsed {
     pub command: GuestCommand,
+    /// `bpflab.net=user`: configure the network from QEMU's DHCP.
+    pub network: bool,
     pub warnings: Vec<String>,
 }
 
@@ -53,6 +55,7 @@ pub fn parse(cmdline: &str) -> Result<Parsed, String> {
     let mut kernel: Option<String> = None;
     let mut args = Vec::new();
     let mut inject = None;
+    let mut network = false;
     let mut warnings = Vec::new();
 
     for word in cmdline.split_whitespace() {
@@ -79,6 +82,14 @@ pub fn parse(cmdline: &str) -> Result<Parsed, String> {
                     param::INJECT
                 ))?)
             }
+            "net" if value == param::NET_USER => network = true,
+            "net" => {
+                return Err(format!(
+                    "bad {}={value:?} ({})",
+                    param::NET,
+                    param::NET_USER
+                ))
+            }
             _ => warnings.push(format!("ignoring unknown key bpflab.{key}")),
         }
     }
@@ -94,6 +105,7 @@ pub fn parse(cmdline: &str) -> Result<Parsed, String> {
             args,
             inject,
         },
+        network,
         warnings,
     })
 }
@@ -191,6 +203,15 @@ mod tests {
                 "ignoring unknown key bpflab.flag"
             ]
         );
+    }
+
+    #[test]
+    fn the_network_is_asked_for_by_its_own_key() {
+        assert!(!parse("bpflab.kernel=k").unwrap().network);
+        let p = parse("bpflab.kernel=k bpflab.net=user").unwrap();
+        assert!(p.network);
+        assert!(p.warnings.is_empty());
+        assert!(parse("bpflab.kernel=k bpflab.net=bridge").is_err());
     }
 
     #[test]

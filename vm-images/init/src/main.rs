@@ -6,6 +6,8 @@
 
 mod cmdline;
 mod command;
+mod dhcp;
+mod net;
 mod share;
 mod sys;
 mod verdict;
@@ -59,10 +61,19 @@ fn run() -> Verdict {
         say(&format!("loopback not up ({detail})"));
     }
 
-    let config = match read_config() {
+    let (config, network) = match read_config() {
         Ok(c) => c,
         Err(detail) => return Verdict::error(detail),
     };
+    if network {
+        match net::configure() {
+            Ok(line) => say(&line),
+            Err(detail) => {
+                say(&format!("error: {detail}"));
+                return Verdict::error(detail);
+            }
+        }
+    }
 
     match config.inject {
         Some(Inject::Panic) => return inject_panic(),
@@ -78,7 +89,7 @@ fn run() -> Verdict {
         Ok(r) => r,
         Err(detail) => return Verdict::error(detail),
     };
-    let verdict = match prepare_shares(&config, &request) {
+    let verdict = match prepare_shares(&config, &request, network) {
         Err(detail) => Verdict::error(detail),
         Ok(()) => match (&request.command, config.program) {
             (Some(cmd), Program::Command) => command::run(cmd),
@@ -131,7 +142,7 @@ fn read_request() -> Result<Request, String> {
 
 /// The host root at /host when the host shares it; for a host command,
 /// the whole root it runs in.
-fn prepare_shares(config: &Config, request: &Request) -> Result<(), String> {
+fn prepare_shares(config: &Config, request: &Request, network: bool) -> Result<(), String> {
     let Some(share) = &request.share else {
         return match config.program {
             Program::Command => Err("bpflab.run=command without a share in the request".into()),
@@ -142,12 +153,16 @@ fn prepare_shares(config: &Config, request: &Request) -> Result<(), String> {
     say(&format!("host root shared over {}", share.kind.name()));
     if config.program == Program::Command {
         share::build_command_root(share)?;
+        if network {
+            share::cover_resolv_conf(net::RESOLV_CONF)?;
+        }
     }
     Ok(())
 }
 
-/// Reads and parses /proc/cmdline, printing any warnings.
-fn read_config() -> Result<Config, String> {
+/// Reads and parses /proc/cmdline, printing any warnings: the program,
+/// and whether the network is to be configured.
+fn read_config() -> Result<(Config, bool), String> {
     let text = std::fs::read_to_string("/proc/cmdline")
         .map_err(|e| sys::describe("read /proc/cmdline", &e))?;
     let parsed = kernel_cmdline::parse(&text).map_err(|e| {
@@ -157,7 +172,7 @@ fn read_config() -> Result<Config, String> {
     for w in &parsed.warnings {
         say(&format!("warning: {w}"));
     }
-    Ok(parsed.command)
+    Ok((parsed.command, parsed.network))
 }
 
 /// Crashes the kernel on purpose so the host can test its panic detection.

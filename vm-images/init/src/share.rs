@@ -111,6 +111,66 @@ fn mount_project(share: &Share) -> Result<(), String> {
     mount_fs(PROJECT_TAG, &target, fstype, 0, data).map_err(|(_, d)| d)
 }
 
+/// The command's root gets the guest's resolv.conf (`lease`: the DNS
+/// servers of its DHCP lease) in place of the host's: bind-mounted over
+/// the host's file, or written where the host's is a symlink into a
+/// tmpfs of the guest (systemd-resolved's /run/systemd/resolve/...).
+pub fn cover_resolv_conf(lease: &str) -> Result<(), String> {
+    let inside = resolve_links("/etc/resolv.conf", |p| {
+        std::fs::read_link(format!("{HOST_ROOT}{p}"))
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned())
+    });
+    let target = format!("{HOST_ROOT}{inside}");
+    if std::path::Path::new(&target).exists() {
+        return mount_fs(lease, &target, "", libc::MS_BIND, "").map_err(|(_, d)| d);
+    }
+    let parent = std::path::Path::new(&target).parent();
+    let written = parent
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::copy(lease, &target).map(drop));
+    if let Err(e) = written {
+        // A host without /etc/resolv.conf, in its read-only root.
+        say(&describe(
+            &format!("no DNS for the command: write {target}"),
+            &e,
+        ));
+    }
+    Ok(())
+}
+
+/// Where `path` leads inside a root whose symlinks `read_link` reads
+/// (absolute targets are the root's): at most 8 links deep.
+fn resolve_links(path: &str, read_link: impl Fn(&str) -> Option<String>) -> String {
+    let mut at = path.to_string();
+    for _ in 0..8 {
+        let Some(link) = read_link(&at) else { break };
+        let joined = if link.starts_with('/') {
+            link
+        } else {
+            let dir = at.rsplit_once('/').map_or("", |(d, _)| d);
+            format!("{dir}/{link}")
+        };
+        at = normalize(&joined);
+    }
+    at
+}
+
+/// `/etc/../run/x` to `/run/x`; never above `/`.
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +180,20 @@ mod tests {
         assert!(options(ShareKind::NineP, false).1.contains("cache=loose"));
         assert!(options(ShareKind::NineP, true).1.contains("cache=mmap"));
         assert_eq!(options(ShareKind::Virtiofs, true), ("virtiofs", ""));
+    }
+
+    #[test]
+    fn resolv_conf_links_are_followed_inside_the_root() {
+        let links = |p: &str| match p {
+            "/etc/resolv.conf" => Some("../run/systemd/resolve/stub-resolv.conf".to_string()),
+            "/run/systemd/resolve/stub-resolv.conf" => Some("/run/real".to_string()),
+            "/loop" => Some("/loop".to_string()),
+            _ => None,
+        };
+        assert_eq!(resolve_links("/etc/resolv.conf", links), "/run/real");
+        assert_eq!(resolve_links("/etc/hosts", links), "/etc/hosts");
+        assert_eq!(resolve_links("/loop", links), "/loop", "a loop ends");
+        assert_eq!(normalize("/../../etc/./x//y"), "/etc/x/y");
     }
 
     #[test]

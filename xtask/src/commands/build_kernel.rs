@@ -13,7 +13,13 @@ use crate::{hostdeps, kernel};
 pub fn run(args: BuildKernelArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let series = Series::load(&source.patches)?;
-    let specs = kernel::specs_for(&args.kernel, &series, args.kernel_config, args.debug)?;
+    let extra = kernel::ExtraConfig::load(&args.config)?;
+    let specs = kernel::specs_for(
+        &args.kernel,
+        &series,
+        (args.kernel_config, args.debug),
+        &extra,
+    )?;
     hostdeps::ensure_kernel_build(&source)?;
     let manifest = kernel::build(&source, &specs)?;
     if args.json {

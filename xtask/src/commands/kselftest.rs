@@ -14,9 +14,10 @@ use crate::kernel::KernelConfig;
 use crate::kselftest::compare::{self, Side};
 use crate::kselftest::leftout::LeftOut;
 use crate::kselftest::runner::Runner;
-use crate::kselftest::{self, guest, lists, schedule, RunOptions, RunnerRun};
+use crate::kselftest::{self, guest, lists, RunOptions, RunnerRun};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::{self, Counts, KernelRun};
+use crate::vm::schedule;
 use crate::vm::session::{self, Prepared, Session};
 use crate::vm::share::Sharing;
 use crate::vm::targets::Target;
@@ -33,6 +34,12 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     hostdeps::ensure(&deps).context("checking the host tools for the BPF selftests")?;
     if !args.build_only {
         hostdeps::ensure_share(args.share)?;
+    }
+    if args.vm.machine.gdb.is_some() && args.vms.get() > 1 {
+        bail!(
+            "--gdb with --vms {}: the guests would share one gdb port; use --vms 1",
+            args.vms
+        );
     }
     let mut boot = args.vm.boot();
     let lists = Lists::load(boot.config)?;

@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod check_patches;
 pub mod ci;
 pub mod fresh_root;
+pub mod fuzz;
 pub mod kselftest;
 pub mod mutants;
 pub mod run;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::vmtest;
-use crate::cli::{MutantsArgs, VmArgs, VmtestArgs};
+use crate::cli::{MutantJudge, MutantsArgs, VmArgs, VmtestArgs};
 use crate::hostdeps;
 use crate::kernel::series::Series;
 use crate::kernel::{self, KernelConfig, SourceConfig};
@@ -23,6 +23,7 @@ use crate::mutants::lists::{self, CI_SAMPLE, EQUIVALENT};
 use crate::mutants::outcome::{self, Outcome};
 use crate::mutants::{self as mutation, patch_number, Mutant};
 use crate::project::{self, EXIT_TESTS_FAILED};
+use crate::vm::targets::BootConfig;
 
 /// The tree and kernel name every mutant is built under.
 const MUTANT_VARIANT: &str = "mutant";
@@ -43,7 +44,15 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let run_dir = project::new_run_dir(&source.cache_dir, "mutants")?;
     // The tests, the guest image and the kernels' configuration: a change
     // to any of them can change an outcome.
-    let tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
+    let mut tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
+    if args.judge == MutantJudge::Fuzz {
+        // The fuzzer's outcomes are its own, per seed and budget.
+        tests = format!(
+            "{tests} fuzz seed {} for {} s",
+            args.seed, args.fuzz_seconds
+        );
+        super::fuzz::ensure_tools(&source)?;
+    }
     let mut ledger = Ledger::open(&source.cache_dir)?;
     let started = Instant::now();
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();
@@ -206,14 +215,19 @@ fn run_one(
             });
         }
     };
+    let claim = claim_for(series, m.patch)?;
+    if args.judge == MutantJudge::Fuzz {
+        return fuzz_mutant(args, source, &built.bzimage, &claim);
+    }
     let plan = vmtest::run_plan(&VmtestArgs {
         source: args.source.clone(),
         vm: VmArgs {
             kernels: vec![built.bzimage.to_string_lossy().into_owned()],
             debug: false,
             kernel_config: KernelConfig::Lean,
+            config: Vec::new(),
             accel: args.accel,
-            claim: claim_for(series, m.patch)?,
+            claim,
             timeout: None,
             bundle: None,
             machine: Default::default(),
@@ -227,6 +241,42 @@ fn run_one(
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
     let failure = plan.vm_failures.first().map(|(_, why)| why.as_str());
     Ok(outcome::judge(&results, failure))
+}
+
+/// The fuzzer on a mutant's kernel, held to its variant's model.
+fn fuzz_mutant(
+    args: &MutantsArgs,
+    source: &SourceConfig,
+    bzimage: &std::path::Path,
+    claim: &str,
+) -> Result<Outcome> {
+    let boot = BootConfig {
+        kernels: vec![bzimage.to_string_lossy().into_owned()],
+        config: KernelConfig::Lean,
+        extra_config: Vec::new(),
+        debug: false,
+        accel: args.accel,
+        claim: claim.to_string(),
+        timeout: None,
+        bundle: None,
+        machine: Default::default(),
+    };
+    let plan = crate::fuzz::Plan {
+        seed: args.seed,
+        seconds: args.fuzz_seconds,
+        threads: 1,
+        replay: false,
+    };
+    let fuzzed = super::fuzz::fuzz_kernels(source, boot, &plan, None, 1)?;
+    Ok(match &fuzzed.verdicts[0] {
+        super::fuzz::Verdict::Clean => Outcome::Survived,
+        super::fuzz::Verdict::Diverged(what, _) => Outcome::Killed {
+            by: format!("fuzz: {what}"),
+        },
+        super::fuzz::Verdict::Infra(why) => Outcome::Crashed {
+            detail: why.clone(),
+        },
+    })
 }
 
 /// One line per mutant for `report.md`: its outcome and what decided it

@@ -43,6 +43,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     let boot = BootConfig {
         kernels: vec![args.kernel.clone()],
         config: args.kernel_config,
+        extra_config: args.config.clone(),
         debug: args.debug,
         accel: args.accel,
         claim: Flavor::patched().name().to_string(),

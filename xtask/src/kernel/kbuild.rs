@@ -232,6 +232,9 @@ pub fn make_args(build_dir_name: &str, jobs: usize, cc: &str) -> Vec<String> {
         // Module.symvers and modules.order, which out-of-tree modules
         // (the selftests' bpf_testmod.ko) are built against.
         "modules".into(),
+        // vmlinux-gdb.py and the lx-* helpers, for `--gdb` (only the
+        // symlink without CONFIG_GDB_SCRIPTS).
+        "scripts_gdb".into(),
     ]
 }
 
@@ -297,7 +300,7 @@ mod tests {
         assert_eq!(args[0], "O=_build-default");
         assert_eq!(args[1], "-j3");
         assert_eq!(args[2], "CC=ccache gcc");
-        assert!(args.ends_with(&["bzImage".into(), "modules".into()]));
+        assert!(args.ends_with(&["bzImage".into(), "modules".into(), "scripts_gdb".into()]));
     }
 
     #[test]

@@ -17,7 +17,9 @@ pub const DEFAULT_FRAGMENTS: &[&str] = &[
     "qemu.config",
     "bpf.config",
     "share.config",
+    "net.config",
     "selftests.config",
+    "gdb.config",
 ];
 /// Added on top for the debug kernels.
 pub const DEBUG_FRAGMENT: &str = "debug.config";
@@ -390,12 +392,14 @@ mod tests {
                 "qemu.config",
                 "bpf.config",
                 "share.config",
+                "net.config",
                 "selftests.config",
+                "gdb.config",
                 "debug.config"
             ]
         );
         let (base, frags) = plan(&t, super::super::KernelConfig::Lean, false).unwrap();
-        assert_eq!((base, frags.len()), (ConfigBase::AllNo, 4));
+        assert_eq!((base, frags.len()), (ConfigBase::AllNo, 6));
         fs::remove_dir_all(t).unwrap();
     }
 

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod bundle;
 pub mod cache;
+pub mod extra;
 pub mod hygiene;
 pub mod kbuild;
 pub mod kconfig;
@@ -21,6 +22,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use self::cache::Cache;
+pub use self::extra::ExtraConfig;
 use self::kbuild::BuildRequest;
 use self::manifest::{KernelInfo, Manifest, PatchInfo, SourceInfo};
 use self::series::Series;
@@ -79,12 +81,13 @@ pub enum KernelConfig {
 }
 
 /// One kernel to build: a flavor, its configuration, plain or with the
-/// debug options.
+/// debug options, and the developer's own fragments on top.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSpec {
     pub flavor: Flavor,
     pub config: KernelConfig,
     pub debug: bool,
+    pub extra: ExtraConfig,
 }
 
 impl Flavor {
@@ -142,12 +145,12 @@ pub fn known_words(series: &Series) -> String {
 }
 
 /// `--kernel` words (no paths) to kernels of `config`, `debug` or not,
-/// each once.
+/// with `extra` fragments, each once.
 pub fn specs_for(
     words: &[String],
     series: &Series,
-    config: KernelConfig,
-    debug: bool,
+    (config, debug): (KernelConfig, bool),
+    extra: &ExtraConfig,
 ) -> Result<Vec<KernelSpec>> {
     let mut specs: Vec<KernelSpec> = Vec::new();
     for word in words {
@@ -158,6 +161,7 @@ pub fn specs_for(
                 flavor,
                 config,
                 debug,
+                extra: extra.clone(),
             };
             if !specs.contains(&spec) {
                 specs.push(spec);
@@ -168,9 +172,15 @@ pub fn specs_for(
 }
 
 impl KernelSpec {
-    /// `base`, `patched-debug`, `prefault-bpfci`, `base-bpfci-debug`, ...
+    /// `base`, `patched-debug`, `prefault-bpfci`, `base-bpfci-debug`,
+    /// `patched+net` (with `--config net.config`), ...
     pub fn name(&self) -> String {
-        format!("{}{}", self.flavor.name(), self.suffix())
+        format!(
+            "{}{}{}",
+            self.flavor.name(),
+            self.suffix(),
+            self.extra.name_suffix()
+        )
     }
 
     /// What the name adds to the flavor's: the config, then debug.
@@ -184,10 +194,11 @@ impl KernelSpec {
     }
 
     fn build_dir_name(&self) -> String {
-        match self.suffix() {
+        let dir = match self.suffix() {
             "" => "_build-default".to_string(),
             s => format!("_build{s}"),
-        }
+        };
+        dir + &self.extra.dir_suffix()
     }
 }
 
@@ -247,6 +258,7 @@ pub fn build_series(
         flavor: Flavor::Variant(series.whole().name.clone()),
         config,
         debug: false,
+        extra: ExtraConfig::default(),
     };
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let tree = trees.prepare(&spec.flavor)?;
@@ -288,6 +300,22 @@ pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
         series,
         _lock: cache,
     })
+}
+
+/// Runs `work` on the pristine tree of `args`'s source and the source's
+/// directory in the cache (for what is built from the tree beside the
+/// kernels: the fuzzer's libbpf), with the cache locked.
+pub fn with_pristine<T>(
+    args: &SourceConfig,
+    work: impl FnOnce(&Path, &Path) -> Result<T>,
+) -> Result<T> {
+    let Opened {
+        cache,
+        key,
+        pristine,
+        ..
+    } = open(args, None)?;
+    work(&pristine, &cache.source_dir(&key))
 }
 
 /// A source and series ready to work on: the cache locked, the pristine
@@ -421,7 +449,10 @@ fn patch_infos(series: &Series) -> Vec<PatchInfo> {
 fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> Result<KernelInfo> {
     let name = spec.name();
     let build_dir = tree.path.join(spec.build_dir_name());
-    let (base, fragments) = kconfig::plan(&tree.path, spec.config, spec.debug)?;
+    let seeded = seed_from_plain(spec, &tree.path, &build_dir)?;
+    let (base, mut fragments) = kconfig::plan(&tree.path, spec.config, spec.debug)?;
+    // The developer's, after ours: a later fragment wins.
+    fragments.extend(spec.extra.fragments().iter().cloned());
     let built = kbuild::build(&BuildRequest {
         name: &name,
         tree: &tree.path,
@@ -431,7 +462,17 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
         tree_key: tree.key,
         ccache_dir: cache.ccache_dir(),
         jobs,
-    })?;
+    });
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            // A fragment that does not configure leaves no copy behind.
+            if seeded {
+                let _ = std::fs::remove_dir_all(&build_dir);
+            }
+            return Err(e);
+        }
+    };
     Ok(KernelInfo {
         name,
         version: source::kernel_release(&build_dir)?,
@@ -441,6 +482,76 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
         build_log: built.log,
         patches: tree.patches,
     })
+}
+
+/// A kernel with fragments of the developer's starts as a copy of the
+/// same kernel's plain build (when there is one and it is the first
+/// build): kbuild then rebuilds what the new options reach, not every
+/// object. Whether it copied.
+fn seed_from_plain(spec: &KernelSpec, tree: &Path, build_dir: &Path) -> Result<bool> {
+    if spec.extra.is_empty() || build_dir.exists() {
+        return Ok(false);
+    }
+    let plain = KernelSpec {
+        extra: ExtraConfig::default(),
+        ..spec.clone()
+    };
+    let from = tree.join(plain.build_dir_name());
+    if !from.join("vmlinux").is_file() {
+        return Ok(false);
+    }
+    crate::status!(
+        spec.name(),
+        "starting from {}'s build ({})",
+        plain.name(),
+        from.display()
+    );
+    let tmp = build_dir.with_extension("copying");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let sh = crate::project::shell()?;
+    xshell::cmd!(sh, "cp -a --reflink=auto {from} {tmp}")
+        .quiet()
+        .run()
+        .with_context(|| format!("copying {} to start {}", from.display(), spec.name()))?;
+    rebase_tool_commands(&tmp.join("tools"), &from, build_dir)?;
+    std::fs::rename(&tmp, build_dir)
+        .with_context(|| format!("moving {} into place", tmp.display()))?;
+    Ok(true)
+}
+
+/// The host tools kbuild builds (objtool, resolve_btfids) record their
+/// build directory's absolute path in their `.cmd` files: in a copy,
+/// make would take every command for changed and rebuild them, and with
+/// objtool every object. Pointed at the copy (mtimes kept), they stand.
+fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
+    let (old, new) = (format!("{}/", from.display()), format!("{}/", to.display()));
+    let Some(entries) = crate::util::gone_is_none(std::fs::read_dir(dir))? else {
+        return Ok(());
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() {
+            rebase_tool_commands(&path, from, to)?;
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "cmd") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if !text.contains(&old) {
+            continue;
+        }
+        let modified = std::fs::metadata(&path)?.modified()?;
+        std::fs::write(&path, text.replace(&old, &new))
+            .with_context(|| format!("rewriting {}", path.display()))?;
+        std::fs::File::options()
+            .write(true)
+            .open(&path)?
+            .set_modified(modified)
+            .with_context(|| format!("keeping the mtime of {}", path.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -464,10 +575,11 @@ mod tests {
         assert_eq!(expand("/boot/vmlinuz"), None);
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let all = words(&["base", "patched", "prefault", "base"]);
-        let specs = specs_for(&all, &series, KernelConfig::Lean, true).unwrap();
+        let none = ExtraConfig::default();
+        let specs = specs_for(&all, &series, (KernelConfig::Lean, true), &none).unwrap();
         let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
         assert_eq!(got, ["base-debug", "patched-debug", "prefault-debug"]);
-        let specs = specs_for(&all, &series, KernelConfig::BpfCi, false).unwrap();
+        let specs = specs_for(&all, &series, (KernelConfig::BpfCi, false), &none).unwrap();
         let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
         assert_eq!(got, ["base-bpfci", "patched-bpfci", "prefault-bpfci"]);
         let dirs: Vec<String> = [
@@ -481,6 +593,7 @@ mod tests {
                 flavor: Flavor::Base,
                 config,
                 debug,
+                extra: ExtraConfig::default(),
             }
             .build_dir_name()
         })
@@ -496,7 +609,13 @@ mod tests {
         );
         let err = format!(
             "{:#}",
-            specs_for(&words(&["nope"]), &series, KernelConfig::Lean, false).unwrap_err()
+            specs_for(
+                &words(&["nope"]),
+                &series,
+                (KernelConfig::Lean, false),
+                &none
+            )
+            .unwrap_err()
         );
         assert_eq!(
             err,

@@ -12,7 +12,6 @@ pub mod lists;
 pub mod others;
 pub mod parse;
 pub mod runner;
-pub mod schedule;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -99,6 +98,7 @@ pub fn build_for(
         flavor,
         config,
         debug: false,
+        extra: Default::default(),
     };
     let (manifest, _lock) = kernel::build_locked(source, &[spec])?;
     let btf_info = &manifest.kernels[0];

@@ -39,6 +39,8 @@ pub struct Transcript {
     pub verdicts: Vec<Verdict>,
     /// `BPFLAB-BENCH` payloads, unparsed.
     pub bench: Vec<String>,
+    /// `BPFLAB-FUZZ` payloads, unparsed.
+    pub fuzz: Vec<String>,
 }
 
 impl Transcript {
@@ -55,6 +57,7 @@ pub struct GuestReport {
     pub results: Vec<TestResult>,
     pub verdict: Verdict,
     pub bench: Vec<String>,
+    pub fuzz: Vec<String>,
 }
 
 /// Reads the channel line by line, each a `wire::Line`. Only what cannot
@@ -84,6 +87,7 @@ pub fn read_transcript(text: &str) -> Result<Transcript> {
             }
             Line::Verdict(v) => t.verdicts.push(v),
             Line::Bench(json) => t.bench.push(json),
+            Line::Fuzz(json) => t.fuzz.push(json),
         }
     }
     Ok(t)
@@ -201,6 +205,7 @@ fn complete(mut t: Transcript, program: Program) -> Result<GuestReport> {
         results: t.results,
         verdict,
         bench: t.bench,
+        fuzz: t.fuzz,
     })
 }
 

@@ -33,14 +33,37 @@ pub enum Entry {
 
 /// Builds the guest binaries and writes the initramfs into `out_dir` (the
 /// run's own directory: another run rebuilding it cannot pull it from
-/// under a booting guest); returns its path.
-pub fn build(out_dir: &Path) -> Result<PathBuf> {
+/// under a booting guest), with `extra` entries of the run's (the fuzz
+/// client, a reproducer); returns its path.
+pub fn build(out_dir: &Path, extra: &[Entry]) -> Result<PathBuf> {
     compile()?;
-    let entries = layout(
-        read_bin("init")?,
-        Some((read_bin("selftests")?, read_bin("bench")?)),
-    );
+    let programs = PROGRAMS
+        .iter()
+        .map(|name| Ok((name.to_string(), read_bin(name)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut entries = layout(read_bin("init")?, Some(programs));
+    entries.extend(extra.iter().cloned());
     write_image(&out_dir.join("initramfs.cpio"), &entries)
+}
+
+/// The test programs in /bin of the hermetic image.
+pub const PROGRAMS: &[&str] = &["selftests", "bench", "fuzz"];
+
+/// A file for the image, with the directories it needs before it.
+pub fn file_entries(path: &str, contents: Vec<u8>, mode: u32) -> Vec<Entry> {
+    let path = path.trim_start_matches('/');
+    let mut entries: Vec<Entry> = path
+        .match_indices('/')
+        .map(|(i, _)| Entry::Dir {
+            path: path[..i].to_string(),
+        })
+        .collect();
+    entries.push(Entry::File {
+        path: path.to_string(),
+        contents,
+        mode,
+    });
+    entries
 }
 
 /// An initramfs with /init and the host's request only: the programs
@@ -86,11 +109,11 @@ fn cargo_build() -> Result<()> {
     );
     crate::status!(
         "guest",
-        "building the static guest binaries (init, selftests, bench)"
+        "building the static guest binaries (init, selftests, bench, fuzz)"
     );
     cmd!(
         sh,
-        "cargo build --quiet --release --target {GUEST_TARGET} -p guest-init -p selftests -p bench"
+        "cargo build --quiet --release --target {GUEST_TARGET} -p guest-init -p selftests -p bench -p fuzz"
     )
     .quiet()
     .run()
@@ -117,8 +140,8 @@ pub fn guest_bin_dir() -> PathBuf {
 }
 
 /// What the guest's root file system holds: /init, and the test programs
-/// unless they come from the share.
-pub fn layout(init: Vec<u8>, programs: Option<(Vec<u8>, Vec<u8>)>) -> Vec<Entry> {
+/// (name, binary) in /bin unless they come from the share.
+pub fn layout(init: Vec<u8>, programs: Option<Vec<(String, Vec<u8>)>>) -> Vec<Entry> {
     let dir = |p: &str| Entry::Dir { path: p.into() };
     let exe = |p: &str, contents| Entry::File {
         path: p.into(),
@@ -140,9 +163,8 @@ pub fn layout(init: Vec<u8>, programs: Option<(Vec<u8>, Vec<u8>)>) -> Vec<Entry>
         dir("tmp"),
         exe("init", init),
     ];
-    if let Some((selftests, bench)) = programs {
-        entries.push(exe("bin/selftests", selftests));
-        entries.push(exe("bin/bench", bench));
+    for (name, binary) in programs.into_iter().flatten() {
+        entries.push(exe(&format!("bin/{name}"), binary));
     }
     entries
 }
@@ -198,16 +220,33 @@ mod tests {
 
     #[test]
     fn archive_has_init_console_and_binaries() {
-        let entries = layout(
+        let mut entries = layout(
             b"INIT".to_vec(),
-            Some((b"TESTS".to_vec(), b"BENCH".to_vec())),
+            Some(vec![
+                ("selftests".into(), b"TESTS".to_vec()),
+                ("bench".into(), b"BENCH".to_vec()),
+            ]),
         );
+        entries.extend(file_entries(
+            "/fuzz/replay.ops",
+            b"lookup m0 0\n".to_vec(),
+            0o644,
+        ));
         let mut buf = Vec::new();
         write_newc(&entries, &mut buf).unwrap();
         let listed = list_newc(&buf).unwrap();
         let find = |n: &str| listed.iter().find(|e| e.0 == n).cloned();
         assert_eq!(find("init"), Some(("init".into(), 0o100755, 4)));
         assert_eq!(find("bin/selftests").unwrap().2, 5);
+        assert_eq!(
+            find("fuzz").unwrap().1 & 0o170000,
+            0o040000,
+            "its directory first"
+        );
+        assert_eq!(
+            find("fuzz/replay.ops"),
+            Some(("fuzz/replay.ops".into(), 0o100644, 12))
+        );
         assert_eq!(find("dev/console").unwrap().1 & 0o170000, 0o020000);
         assert_eq!(find("tmp").unwrap().1 & 0o170000, 0o040000);
         // newc: 110-byte headers, 4-byte alignment, a TRAILER!!! at the end.

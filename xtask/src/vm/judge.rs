@@ -113,6 +113,7 @@ pub fn judge(
                 results: Vec::new(),
                 verdict: Verdict::error(failure),
                 bench: Vec::new(),
+                fuzz: Vec::new(),
             },
             vm_failure: Some(explained),
         });
@@ -120,6 +121,18 @@ pub fn judge(
     let Ok(transcript) = protocol::read_transcript(results.unwrap_or_default()) else {
         bail!("{explained}");
     };
+    // The fuzzer's progress so far says which operations killed it.
+    if program == Program::Fuzz {
+        return Ok(Judged {
+            report: GuestReport {
+                results: Vec::new(),
+                verdict: Verdict::error(failure),
+                bench: Vec::new(),
+                fuzz: transcript.fuzz,
+            },
+            vm_failure: Some(explained),
+        });
+    }
     let Some(kept) = protocol::salvage(&transcript, &death) else {
         bail!("{explained}");
     };
@@ -128,6 +141,7 @@ pub fn judge(
             results: kept,
             verdict: Verdict::error(failure),
             bench: transcript.bench,
+            fuzz: transcript.fuzz,
         },
         vm_failure: Some(explained),
     })

@@ -6,11 +6,13 @@
 
 pub mod accel;
 pub mod console;
+pub mod gdb;
 pub mod guest_image;
 pub mod judge;
 pub mod process;
 pub mod qemu;
 pub mod relay;
+pub mod schedule;
 pub mod selection;
 pub mod session;
 pub mod share;

@@ -62,6 +62,22 @@ pub struct VmConfig {
     pub append: Vec<String>,
     /// The developer's QEMU arguments, after ours.
     pub extra_args: Vec<String>,
+    /// The guest's network (`--network`).
+    pub network: Network,
+    /// `--gdb PORT`: QEMU's gdbstub on this local port, the guest stopped
+    /// until gdb continues it.
+    pub gdb: Option<u16>,
+}
+
+/// The guest's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Network {
+    /// No network device: only loopback.
+    #[default]
+    None,
+    /// QEMU's user-mode network on a virtio-net device: the guest takes
+    /// its address, route and DNS from QEMU's DHCP; the host is 10.0.2.2.
+    User,
 }
 
 /// The developer's changes to every guest of a run (`--cpus`, `--memory`,
@@ -72,6 +88,8 @@ pub struct Machine {
     pub memory_mib: Option<u32>,
     pub append: Vec<String>,
     pub qemu_args: Vec<String>,
+    pub network: Network,
+    pub gdb: Option<u16>,
 }
 
 impl Machine {
@@ -84,6 +102,8 @@ impl Machine {
         }
         cfg.append.extend(self.append.iter().cloned());
         cfg.extra_args.extend(self.qemu_args.iter().cloned());
+        cfg.network = self.network;
+        cfg.gdb = self.gdb;
     }
 }
 
@@ -163,6 +183,8 @@ impl VmConfig {
             io: GuestIo::Console,
             append: Vec::new(),
             extra_args: Vec::new(),
+            network: Network::None,
+            gdb: None,
         }
     }
 }
@@ -275,6 +297,30 @@ pub fn io_args(io: &GuestIo) -> Vec<String> {
     args
 }
 
+/// QEMU's gdbstub on a local port, the CPUs stopped until gdb continues
+/// them (`-S`), so a breakpoint can be set before the kernel runs.
+pub fn gdb_args(port: Option<u16>) -> Vec<String> {
+    match port {
+        None => Vec::new(),
+        Some(p) => vec!["-gdb".into(), format!("tcp:127.0.0.1:{p}"), "-S".into()],
+    }
+}
+
+/// The network device: virtio-net on QEMU's user-mode network.
+pub fn network_args(network: Network) -> Vec<String> {
+    match network {
+        Network::None => Vec::new(),
+        Network::User => [
+            "-netdev",
+            "user,id=net0",
+            "-device",
+            "virtio-net-pci,netdev=net0",
+        ]
+        .map(String::from)
+        .to_vec(),
+    }
+}
+
 pub fn accel_args(accel: Accel, threads: TcgThreads) -> Vec<String> {
     match (accel, threads) {
         (Accel::Kvm, _) => vec!["-accel".into(), "kvm".into(), "-cpu".into(), "host".into()],
@@ -296,6 +342,14 @@ pub fn kernel_cmdline(cfg: &VmConfig) -> String {
     ];
     if cfg.numa_nodes > 1 {
         parts.push(format!("numa=fake={}", cfg.numa_nodes));
+    }
+    if cfg.gdb.is_some() {
+        // gdb's symbols are vmlinux's link-time addresses.
+        parts.push("nokaslr".to_string());
+    }
+    if cfg.network == Network::User {
+        use guest_common::protocol::param;
+        parts.push(format!("{}={}", param::NET, param::NET_USER));
     }
     parts.extend(cfg.append.iter().cloned());
     parts.extend(cfg.guest.words());
@@ -333,6 +387,8 @@ pub fn qemu_args(cfg: &VmConfig) -> Vec<String> {
     if let Some(share) = &cfg.share {
         args.extend(share_args(share, cfg.memory_mib));
     }
+    args.extend(network_args(cfg.network));
+    args.extend(gdb_args(cfg.gdb));
     // Last, so the developer's options can add to or override ours.
     args.extend(cfg.extra_args.iter().cloned());
     args
@@ -456,6 +512,8 @@ mod tests {
             memory_mib: Some(8192),
             append: vec!["nokaslr".into(), "loglevel=7".into()],
             qemu_args: vec!["-device".into(), "virtio-rng-pci".into()],
+            network: Network::None,
+            gdb: None,
         }
         .apply(&mut c);
         let args = qemu_args(&c);
@@ -471,6 +529,49 @@ mod tests {
         let mut d = cfg(Accel::Tcg);
         Machine::default().apply(&mut d);
         assert_eq!(qemu_args(&d), qemu_args(&cfg(Accel::Tcg)));
+    }
+
+    #[test]
+    fn a_user_network_is_a_virtio_nic_on_slirp_and_a_word_for_init() {
+        let plain = cfg(Accel::Tcg);
+        assert!(!qemu_args(&plain).iter().any(|a| a.contains("net")));
+        assert!(!kernel_cmdline(&plain).contains("bpflab.net"));
+        let mut c = cfg(Accel::Tcg);
+        Machine {
+            network: Network::User,
+            ..Default::default()
+        }
+        .apply(&mut c);
+        let args = qemu_args(&c);
+        assert_eq!(value_after(&args, "-netdev"), ["user,id=net0"]);
+        assert_eq!(
+            value_after(&args, "-device"),
+            ["virtio-net-pci,netdev=net0"]
+        );
+        let line = kernel_cmdline(&c);
+        assert!(
+            line.contains("numa=fake=2 bpflab.net=user bpflab.run=selftests"),
+            "{line}"
+        );
+        let parsed = guest_common::cmdline::parse(&line).unwrap();
+        assert!(parsed.network, "init reads what the host wrote");
+    }
+
+    #[test]
+    fn gdb_stops_the_guest_at_a_local_stub_without_kaslr() {
+        let plain = cfg(Accel::Tcg);
+        assert!(!qemu_args(&plain).contains(&"-S".to_string()));
+        assert!(!kernel_cmdline(&plain).contains("nokaslr"));
+        let mut c = cfg(Accel::Tcg);
+        Machine {
+            gdb: Some(4321),
+            ..Default::default()
+        }
+        .apply(&mut c);
+        let args = qemu_args(&c);
+        assert_eq!(value_after(&args, "-gdb"), ["tcp:127.0.0.1:4321"]);
+        assert!(args.contains(&"-S".to_string()));
+        assert!(kernel_cmdline(&c).contains(" nokaslr "));
     }
 
     #[test]

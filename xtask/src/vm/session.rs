@@ -52,6 +52,9 @@ pub struct Session {
     pub tcg_threads: TcgThreads,
     /// The developer's CPUs, memory and arguments for every guest.
     pub machine: Machine,
+    /// Files of the run's own in the hermetic image (the fuzz client, a
+    /// reproducer).
+    pub extra_files: Vec<guest_image::Entry>,
     /// Boots so far per kernel: each boot keeps its own console log and
     /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
     /// new boot never overwrites the trace of the one that died.
@@ -81,6 +84,7 @@ pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Pre
             output_stall: None,
             tcg_threads: TcgThreads::Multi,
             machine: vm.machine.clone(),
+            extra_files: Vec::new(),
             boots: Default::default(),
         },
     })
@@ -115,6 +119,14 @@ impl Session {
             cfg.tcg_threads = self.tcg_threads;
             self.machine.apply(&mut cfg);
             let limits = self.limits_for(accel, target);
+            if let Some(port) = cfg.gdb {
+                super::gdb::check_port(port)?;
+                crate::status!(
+                    &target.name,
+                    "{}",
+                    super::gdb::announcement(target.vmlinux.as_deref(), port)
+                );
+            }
             let over = share
                 .as_ref()
                 .map(|(s, _)| format!(", host shared over {}", s.kind.name()))
@@ -246,6 +258,11 @@ impl Session {
     /// The limits of one boot: a host command that prints as it goes is
     /// also held to `output_stall` on its stdout.
     fn limits_for(&self, accel: Accel, target: &Target) -> Limits {
+        if self.machine.gdb.is_some() {
+            // The guest waits for gdb, and then for the developer at
+            // every breakpoint.
+            return unlimited(self.timeout);
+        }
         let mut limits = limits(
             accel,
             target.debug,
@@ -261,7 +278,7 @@ impl Session {
 
     fn hermetic_image(&mut self) -> Result<PathBuf> {
         if self.initramfs.is_none() {
-            self.initramfs = Some(guest_image::build(&self.run_dir)?);
+            self.initramfs = Some(guest_image::build(&self.run_dir, &self.extra_files)?);
         }
         Ok(self.initramfs.clone().expect("just built"))
     }
@@ -316,6 +333,17 @@ const TCG_OVERALL: u64 = 900;
 
 /// No limit, in practice: an interactive shell lasts as long as its user.
 const FOREVER: u64 = 365 * 24 * 3600;
+
+/// No limit but `timeout`, if one is given.
+fn unlimited(timeout: Option<u64>) -> Limits {
+    let overall = Duration::from_secs(timeout.unwrap_or(FOREVER));
+    Limits {
+        boot: overall,
+        overall,
+        stall: overall,
+        output: None,
+    }
+}
 
 pub(super) fn limits(
     accel: Accel,

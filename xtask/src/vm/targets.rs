@@ -10,7 +10,7 @@ use guest_common::protocol::{Inject, Program, PLAN_KERNELS};
 
 use super::qemu::{AccelChoice, GuestCommand};
 use crate::kernel::series::Series;
-use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
+use crate::kernel::{self, ExtraConfig, Flavor, KernelConfig, KernelSpec, SourceConfig};
 
 /// How a run boots its kernels: which, debug or not, the accelerator,
 /// the plan side a bzImage of the user's own claims, and the overall
@@ -21,6 +21,8 @@ pub struct BootConfig {
     pub kernels: Vec<String>,
     /// The configuration of the kernels it builds.
     pub config: KernelConfig,
+    /// The developer's own fragments (`--config`), on top of it.
+    pub extra_config: Vec<PathBuf>,
     pub debug: bool,
     pub accel: AccelChoice,
     /// The plan kernel (`guest_common::protocol::PLAN_KERNELS`) a bzImage
@@ -69,6 +71,7 @@ impl Target {
 /// later run may rebuild the cache's kernels while this one boots them.
 pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result<Vec<Target>> {
     let series = Series::load(&source.patches)?;
+    let extra = ExtraConfig::load(&vm.extra_config)?;
     let mut specs: Vec<(usize, KernelSpec)> = Vec::new();
     let mut out: Vec<(usize, Target)> = Vec::new();
     for (i, word) in vm.kernels.iter().enumerate() {
@@ -81,6 +84,7 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
                 flavor,
                 config: vm.config,
                 debug: vm.debug,
+                extra: extra.clone(),
             };
             if !specs.iter().any(|(_, s)| *s == spec) {
                 specs.push((i, spec));

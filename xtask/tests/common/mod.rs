@@ -5,8 +5,17 @@
 //! end within a deadline, with its output kept.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The project's root: where the xtask runs, and what a share writes to.
+pub fn project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
 
 /// A finished run: its pid, exit status (-1 for a signal), stdout, stderr.
 pub struct Ran {

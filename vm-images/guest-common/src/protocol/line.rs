@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{ResultWord, BENCH, PLAN, RESULT, START, VERDICT};
+use super::{ResultWord, BENCH, FUZZ, PLAN, RESULT, START, VERDICT};
 
 /// How the guest program's run ended, as /init judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +122,8 @@ pub enum Line {
     Result(TestLine),
     /// One benchmark record, JSON.
     Bench(String),
+    /// One fuzzer record (progress, a divergence, the summary), JSON.
+    Fuzz(String),
     Verdict(Verdict),
 }
 
@@ -151,6 +153,7 @@ impl fmt::Display for Line {
                 }
             }
             Line::Bench(json) => write!(f, "{BENCH} {}", one_line(json)),
+            Line::Fuzz(json) => write!(f, "{FUZZ} {}", one_line(json)),
             Line::Verdict(v) => write!(f, "{VERDICT} {} {}", v.outcome.word(), v.detail),
         }
     }
@@ -168,6 +171,7 @@ impl FromStr for Line {
             START if !rest.trim().is_empty() => Some(Line::Start(rest.trim().to_string())),
             RESULT => parse_result(rest).map(Line::Result),
             BENCH => Some(Line::Bench(rest.to_string())),
+            FUZZ => Some(Line::Fuzz(rest.to_string())),
             VERDICT => parse_verdict(rest).map(Line::Verdict),
             _ => None,
         };
@@ -235,6 +239,7 @@ mod tests {
             result("t03_c", ResultWord::Skip, 0, "one NUMA node"),
             result("t04_d", ResultWord::NotRun, 0, "the runner stopped"),
             Line::Bench("{\"kind\":\"scenario\"}".into()),
+            Line::Fuzz("{\"kind\":\"progress\"}".into()),
             Line::Verdict(Verdict {
                 outcome: Outcome::Pass,
                 detail: Detail::Exit(0),

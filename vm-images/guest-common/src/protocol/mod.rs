@@ -29,6 +29,7 @@ pub const PLAN: &str = "BPFLAB-PLAN";
 pub const START: &str = "BPFLAB-START";
 pub const RESULT: &str = "BPFLAB-RESULT";
 pub const BENCH: &str = "BPFLAB-BENCH";
+pub const FUZZ: &str = "BPFLAB-FUZZ";
 pub const VERDICT: &str = "BPFLAB-VERDICT";
 /// Every protocol line starts with this.
 pub const LINE_PREFIX: &str = "BPFLAB-";
@@ -60,6 +61,11 @@ pub mod param {
     pub const KERNEL: &str = "bpflab.kernel";
     pub const ARGS: &str = "bpflab.args";
     pub const INJECT: &str = "bpflab.inject";
+    /// `bpflab.net=user`: the guest takes an address and DNS from
+    /// QEMU's user-mode network (DHCP) before its program.
+    pub const NET: &str = "bpflab.net";
+    /// NET's one value.
+    pub const NET_USER: &str = "user";
 }
 
 /// Words of a `BPFLAB-RESULT` line's status field.
@@ -98,12 +104,19 @@ impl ResultWord {
 pub enum Program {
     Selftests,
     Bench,
+    /// The differential fuzzer (`vm-images/fuzz`).
+    Fuzz,
     /// A host command (or shell) from the request, in the shared host root.
     Command,
 }
 
 impl Program {
-    pub const ALL: [Program; 3] = [Program::Selftests, Program::Bench, Program::Command];
+    pub const ALL: [Program; 4] = [
+        Program::Selftests,
+        Program::Bench,
+        Program::Fuzz,
+        Program::Command,
+    ];
 
     /// Name of the program; for selftests and bench also its file name
     /// under /bin.
@@ -111,6 +124,7 @@ impl Program {
         match self {
             Program::Selftests => "selftests",
             Program::Bench => "bench",
+            Program::Fuzz => "fuzz",
             Program::Command => "command",
         }
     }

@@ -1,6 +1,7 @@
-//! Runs a kselftest run's jobs, one runner on one kernel each, on up to N
-//! guests at once (`--vms`). Two jobs of one kernel never run together:
-//! they share the kernel's selftests directory and its boot numbering.
+//! Runs a run's jobs (kselftest: one runner on one kernel each; fuzz: one
+//! kernel each) on up to N guests at once (`--vms`). Two jobs of one
+//! kernel never run together: they share the kernel's directories and
+//! its boot numbering.
 
 use std::collections::HashSet;
 use std::sync::{Condvar, Mutex};

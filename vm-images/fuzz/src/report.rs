@@ -1,0 +1,135 @@
+//! The fuzzer's records, `BPFLAB-FUZZ <json>` lines on the results port
+//! (and on stdout): `start`, `progress`, `divergence` and `summary`.
+//! Their fields are read by the host (`xtask/src/fuzz/`).
+
+use std::fs::File;
+
+use guest_common::port;
+use guest_common::protocol::Line;
+use serde_json::{json, Value};
+
+use crate::op::Op;
+use crate::run::{Divergence, Outcome, Settings};
+use crate::threads::ThreadsOutcome;
+
+/// The longest unshrunk run a divergence record carries: the host can
+/// always draw the rest again from the seed.
+const MAX_OPS_SENT: usize = 4000;
+
+pub struct Report {
+    port: Option<File>,
+}
+
+impl Report {
+    /// Records go to `path` (the results port) and stdout; to stdout
+    /// alone without one.
+    pub fn open(path: Option<&str>) -> Result<Report, String> {
+        let port = match path {
+            None => None,
+            Some(p) => {
+                let file = port::open(p, false).map_err(|e| format!("opening {p}: {e}"))?;
+                port::set_raw(&file).map_err(|e| format!("raw mode on {p}: {e}"))?;
+                Some(file)
+            }
+        };
+        Ok(Report { port })
+    }
+
+    fn emit(&mut self, record: Value) -> Result<(), String> {
+        let line = format!("{}\n", Line::Fuzz(record.to_string()));
+        if let Some(port) = &self.port {
+            port::write_line(port, &line).map_err(|e| format!("writing a record: {e}"))?;
+        }
+        print!("{line}");
+        Ok(())
+    }
+
+    pub fn start(
+        &mut self,
+        seed: u64,
+        seconds: u64,
+        threads: usize,
+        settings: &Settings,
+    ) -> Result<(), String> {
+        self.emit(json!({
+            "kind": "start",
+            "seed": seed,
+            "seconds": seconds,
+            "threads": threads,
+            "nodes": settings.nodes,
+            "client": settings.client.is_some(),
+        }))
+    }
+
+    pub fn progress(&mut self, ops: usize, digest: u64) -> Result<(), String> {
+        self.emit(json!({"kind": "progress", "ops": ops, "digest": format!("{digest:016x}")}))
+    }
+
+    /// Shrinking goes on: `tries` candidates so far, this one `ops` long.
+    pub fn shrinking(&mut self, tries: usize, ops: usize) -> Result<(), String> {
+        self.emit(json!({"kind": "shrinking", "tries": tries, "ops": ops}))
+    }
+
+    pub fn divergence(
+        &mut self,
+        seed: u64,
+        d: &Divergence,
+        prefix: &[Op],
+        shrunk: Option<&[Op]>,
+        tries: usize,
+    ) -> Result<(), String> {
+        let lines = |ops: &[Op]| ops.iter().map(Op::to_string).collect::<Vec<_>>();
+        let sent = &prefix[prefix.len().saturating_sub(MAX_OPS_SENT)..];
+        self.emit(json!({
+            "kind": "divergence",
+            "seed": seed,
+            "step": d.step,
+            "op": d.op.to_string(),
+            "signature": d.signature(),
+            "what": d.what,
+            "ops": if sent.len() == prefix.len() { Value::from(lines(sent)) } else { Value::Null },
+            "shrunk": shrunk.map(lines),
+            "shrink_runs": tries,
+        }))
+    }
+
+    pub fn summary(&mut self, out: &Outcome) -> Result<(), String> {
+        let secs = out.elapsed.as_secs_f64();
+        self.emit(json!({
+            "kind": "summary",
+            "ops": out.ops.len(),
+            "executed": out.executed,
+            "secs": secs,
+            "ops_per_sec": out.executed as f64 / secs.max(1e-9),
+            "counts": out.counts,
+            "diverged": out.divergence.is_some(),
+        }))
+    }
+
+    /// Ends a `--threads` run; whether it held.
+    pub fn threads_summary(&mut self, out: &ThreadsOutcome) -> Result<bool, String> {
+        let secs = out.elapsed.as_secs_f64();
+        if let Some(what) = &out.failure {
+            self.emit(json!({
+                "kind": "divergence",
+                "step": out.ops,
+                "op": format!("{} threads", out.threads),
+                "signature": "threads",
+                "what": what,
+                "ops": Value::Null,
+                "shrunk": Value::Null,
+                "shrink_runs": 0,
+            }))?;
+        }
+        self.emit(json!({
+            "kind": "summary",
+            "ops": out.ops,
+            "executed": out.ops,
+            "secs": secs,
+            "ops_per_sec": out.ops as f64 / secs.max(1e-9),
+            "counts": {},
+            "diverged": out.failure.is_some(),
+        }))?;
+        Ok(out.failure.is_none())
+    }
+}

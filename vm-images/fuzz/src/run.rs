@@ -1,0 +1,349 @@
+//! One fuzzing run: operations from the generator (or a reproducer),
+//! each applied to the model and done on the kernel, the two compared
+//! after every step; the first divergence ends the run.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use selftests::kmsg::Kmsg;
+use selftests::runner::Kernel;
+
+use crate::check;
+use crate::exec::Executor;
+use crate::gen::Generator;
+use crate::model::{Model, Ret};
+use crate::op::Op;
+
+/// Every `PROGRESS` operations the run reports how far it got, with the
+/// digest so far: kernels that ran the same seed compare them, and a
+/// kernel that died is known to have passed the last one.
+pub const PROGRESS: usize = 250;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub kernel: Kernel,
+    pub nodes: u32,
+    pub client: Option<PathBuf>,
+}
+
+/// Where the operations come from.
+pub enum Source {
+    Generate { seed: u64, budget: Duration },
+    Replay(Vec<Op>),
+}
+
+/// How the kernel first differed from the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Index of the operation in the run (skipped ones count).
+    pub step: usize,
+    pub op: Op,
+    /// What differed: "returns", "VMAs", "page", "element", "kernel log"...
+    pub category: String,
+    pub what: String,
+}
+
+impl Divergence {
+    /// What a shrunk reproducer must still show: the same check failing
+    /// on the same kind of operation.
+    /// A wrong return names its operation; a wrong state is found at a
+    /// full check as often as after the operation that caused it, so it
+    /// names only what was wrong.
+    pub fn signature(&self) -> String {
+        if self.category == "returns" {
+            format!("returns of {}", name(&self.op))
+        } else {
+            self.category.clone()
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Every operation drawn, the diverging one last.
+    pub ops: Vec<Op>,
+    /// How many the model did not skip.
+    pub executed: usize,
+    pub divergence: Option<Divergence>,
+    pub elapsed: Duration,
+    /// Executed operations by name.
+    pub counts: BTreeMap<String, usize>,
+    /// The digest after every PROGRESS operations.
+    pub digests: Vec<(usize, u64)>,
+}
+
+/// FNV-1a over what each executed operation was and returned.
+#[derive(Debug, Clone, Copy)]
+pub struct Digest(pub u64);
+
+impl Digest {
+    pub fn new() -> Digest {
+        Digest(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub fn add(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    pub fn add_step(&mut self, op: &Op, ret: &Ret) {
+        self.add(op.to_string().as_bytes());
+        self.add_ret(ret);
+    }
+
+    fn add_ret(&mut self, ret: &Ret) {
+        match ret {
+            Ret::Bytes(b) => {
+                self.add(b"bytes");
+                self.add(b);
+            }
+            Ret::Child(rets) => {
+                self.add(b"child");
+                rets.iter().for_each(|r| self.add_ret(r));
+            }
+            other => self.add(format!("{other:?}").as_bytes()),
+        }
+    }
+}
+
+impl Default for Digest {
+    fn default() -> Digest {
+        Digest::new()
+    }
+}
+
+/// Runs `source`; `progress` hears of every PROGRESS operations.
+pub fn run(
+    settings: &Settings,
+    source: Source,
+    progress: &mut dyn FnMut(usize, u64),
+) -> io::Result<Outcome> {
+    let mut model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
+    let mut exec = Executor::new(settings.client.clone())?;
+    let mut kmsg = Kmsg::open_at_end()?;
+    let started = Instant::now();
+    let (mut gen, budget, mut replay) = match source {
+        Source::Generate { seed, budget } => {
+            (Some(Generator::new(seed)), budget, Vec::new().into_iter())
+        }
+        Source::Replay(ops) => (None, Duration::MAX, ops.into_iter()),
+    };
+    let mut out = Outcome::default();
+    let mut digest = Digest::new();
+    while started.elapsed() < budget {
+        let op = match &mut gen {
+            Some(g) => g.next(&model),
+            None => match replay.next() {
+                Some(op) => op,
+                None => break,
+            },
+        };
+        let step = out.ops.len();
+        out.ops.push(op.clone());
+        // `drop` unmaps what the model had of the map before it.
+        let dropped = match op {
+            Op::Drop(m) => Some((m, model.ranges_of(m))),
+            _ => None,
+        };
+        let want = model.apply(&op);
+        if want != Ret::Skipped {
+            out.executed += 1;
+            *out.counts.entry(name(&op)).or_default() += 1;
+            let got = match &dropped {
+                Some((m, ranges)) => exec.drop_map(*m, ranges),
+                None => exec.apply(&op),
+            };
+            exec.retain_maps(|m| model.maps.contains_key(&m));
+            digest.add_step(&op, &got);
+            let scope = if out.executed % FULL_CHECK == 0 {
+                check::Scope::Full
+            } else {
+                check::Scope::After {
+                    pages: footprint(&op),
+                    layout: reshapes(&op),
+                }
+            };
+            let diverged = compare(&want, &got)
+                .map(|what| ("returns".to_string(), what))
+                .or_else(|| {
+                    check::state(&model, &exec, &mut kmsg, scope)
+                        .err()
+                        .map(|what| (category(&what), what))
+                });
+            if let Some((category, what)) = diverged {
+                out.divergence = Some(Divergence {
+                    step,
+                    op,
+                    category,
+                    what,
+                });
+                break;
+            }
+        }
+        if (step + 1) % PROGRESS == 0 {
+            out.digests.push((step + 1, digest.0));
+            progress(step + 1, digest.0);
+        }
+    }
+    if out.divergence.is_none() {
+        if let (Some(op), Err(what)) = (
+            out.ops.last(),
+            check::state(&model, &exec, &mut kmsg, check::Scope::Full),
+        ) {
+            out.divergence = Some(Divergence {
+                step: out.ops.len() - 1,
+                op: op.clone(),
+                category: category(&what),
+                what,
+            });
+        }
+    }
+    out.elapsed = started.elapsed();
+    Ok(out)
+}
+
+/// Every FULL_CHECK executed operations, and after the last, every byte
+/// and element is checked; in between, what the operation touched.
+pub const FULL_CHECK: usize = 16;
+
+/// The arena pages whose bytes `op` can have changed or faulted in.
+fn footprint(op: &Op) -> Option<crate::op::Range> {
+    use crate::op::Range;
+    let page = |w: &crate::op::Word| Range {
+        at: w.page,
+        pages: 1,
+    };
+    match op {
+        Op::Mmap(crate::op::Mmap { range, .. })
+        | Op::Madvise { range, .. }
+        | Op::Mlock(range)
+        | Op::PvmRead(range)
+        | Op::MemRead(range)
+        | Op::FileFromMap(range)
+        | Op::FileToMap { range, .. } => Some(*range),
+        Op::Touch(a) => Some(page(&a.at)),
+        Op::PvmWrite(w, _) | Op::MemWrite(w, _) => Some(page(w)),
+        _ => None,
+    }
+}
+
+/// Whether `op` can change the VMAs.
+fn reshapes(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Mmap(_)
+            | Op::Munmap(_)
+            | Op::Mremap { .. }
+            | Op::Mprotect { .. }
+            | Op::Mlock(_)
+            | Op::Munlock(_)
+    )
+}
+
+/// The operation's name: its first word.
+pub fn name(op: &Op) -> String {
+    op.to_string()
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The check a state difference came from: the words before its colon.
+fn category(what: &str) -> String {
+    let head = what.split(':').next().unwrap_or(what);
+    // "page @12 (map page 3 of m1)": the kind of thing, not which one.
+    head.split_whitespace().next().unwrap_or(head).to_string()
+}
+
+/// None if the kernel returned what the model said; else how they differ.
+pub fn compare(want: &Ret, got: &Ret) -> Option<String> {
+    if want == got {
+        return None;
+    }
+    Some(format!(
+        "the kernel returned {}, the model {}",
+        show(got),
+        show(want)
+    ))
+}
+
+/// A return on one line, long byte strings cut short.
+pub fn show(ret: &Ret) -> String {
+    match ret {
+        Ret::Bytes(b) if b.len() > 16 => {
+            let mut d = Digest::new();
+            d.add(b);
+            format!(
+                "{} bytes {}.. (fnv {:016x})",
+                b.len(),
+                check::hex(&b[..16]),
+                d.0
+            )
+        }
+        Ret::Bytes(b) => format!("bytes {}", check::hex(b)),
+        Ret::Errno(e) => format!("{} ({e})", errno_name(*e)),
+        Ret::Signal(s) => signal_name(*s).to_string(),
+        Ret::Value(v) => format!("value {v:#x}"),
+        Ret::Partial(n) => format!("a short transfer of {n} bytes"),
+        Ret::Child(rets) => format!(
+            "child [{}]",
+            rets.iter().map(show).collect::<Vec<_>>().join(", ")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+pub fn errno_name(e: i32) -> &'static str {
+    match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EIO => "EIO",
+        libc::E2BIG => "E2BIG",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        524 => "ENOTSUPP",
+        _ => "errno",
+    }
+}
+
+pub fn signal_name(s: i32) -> &'static str {
+    match s {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn returns_are_shown_on_one_line() {
+        assert_eq!(show(&Ret::Errno(libc::EBUSY)), "EBUSY (16)");
+        assert_eq!(show(&Ret::Signal(libc::SIGBUS)), "SIGBUS");
+        let long = show(&Ret::Bytes(vec![0xab; 4096]));
+        assert!(
+            long.starts_with("4096 bytes abababab") && !long.contains('\n'),
+            "{long}"
+        );
+        assert_eq!(
+            compare(&Ret::Ok, &Ret::Signal(libc::SIGSEGV)).unwrap(),
+            "the kernel returned SIGSEGV, the model Ok"
+        );
+        assert_eq!(compare(&Ret::Value(3), &Ret::Value(3)), None);
+        assert_eq!(category("page @12 (map page 3 of m1): present"), "page");
+        assert_eq!(category("kernel log: BUG: x"), "kernel");
+    }
+}

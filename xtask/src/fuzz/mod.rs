@@ -1,0 +1,173 @@
+//! The differential fuzzer's host side: what the guest is told, its
+//! records read back (`records`), kernels compared with each other, and
+//! reproducers written for a divergence: the guest's shrunk one, or, for
+//! a kernel that died mid-run, the operations drawn again on the host
+//! from the seed up to the last progress the guest reported (the
+//! generator reads only the model's structure, the same on every
+//! kernel). The guest program is `vm-images/fuzz`; the skeleton client
+//! it runs is built here (`client`, `tools`). The command is
+//! `commands/fuzz.rs`.
+
+pub mod client;
+pub mod records;
+pub mod tools;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use fuzz::gen::Generator;
+use fuzz::model::Model;
+use selftests::runner::Kernel;
+
+use self::records::KernelFuzz;
+
+/// Where the image keeps a reproducer to replay.
+pub const REPLAY_PATH: &str = "/fuzz/replay.ops";
+
+/// What the guest's fuzzer is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub seed: u64,
+    pub seconds: u64,
+    pub threads: usize,
+    pub replay: bool,
+}
+
+impl Plan {
+    /// The fuzzer's arguments after /init's `--kernel` and `--results`.
+    pub fn guest_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--seed".to_string(),
+            self.seed.to_string(),
+            "--seconds".to_string(),
+            self.seconds.to_string(),
+            "--threads".to_string(),
+            self.threads.to_string(),
+        ];
+        if self.replay {
+            args.extend(["--replay".to_string(), REPLAY_PATH.to_string()]);
+        }
+        args
+    }
+}
+
+/// The first point where two of the series' kernels saw different
+/// returns for the same operations: (ops, kernel a, kernel b). Base
+/// differs by design (a zapped page is a hole there), so it is left out.
+pub fn digests_disagree<'a>(
+    runs: &[(&'a str, &'a KernelFuzz)],
+) -> Option<(usize, &'a str, &'a str)> {
+    let lazy: Vec<&(&str, &KernelFuzz)> = runs
+        .iter()
+        .filter(|(name, _)| !name.starts_with("base"))
+        .collect();
+    let (first_name, first) = lazy.first()?;
+    for (ops, digest) in &first.digests {
+        for (name, k) in &lazy[1..] {
+            if let Some((_, other)) = k.digests.iter().find(|(o, _)| o == ops) {
+                if other != digest {
+                    return Some((*ops, first_name, name));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The operations a run with `seed` draws first, `count` of them, as the
+/// guest drew them (with the client or not, with `nodes` NUMA nodes).
+pub fn regenerate(seed: u64, count: usize, nodes: u32, client: bool) -> Vec<String> {
+    let mut model = Model::new(Kernel::Patched, nodes, client);
+    let mut gen = Generator::new(seed);
+    (0..count)
+        .map(|_| {
+            let op = gen.next(&model);
+            model.apply(&op);
+            op.to_string()
+        })
+        .collect()
+}
+
+/// A reproducer file: what it reproduces, then one operation a line.
+pub fn reproducer(kernel: &str, seed: u64, what: &str, ops: &[String]) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# bpflab fuzz reproducer: kernel {kernel}, seed {seed}"
+    );
+    let _ = writeln!(text, "# {what}");
+    let _ = writeln!(
+        text,
+        "# replay: cargo xtask fuzz --kernel {kernel} --replay <this file>"
+    );
+    for op in ops {
+        let _ = writeln!(text, "{op}");
+    }
+    text
+}
+
+/// `fuzz-<kernel>-<seed>.ops` in `dir`.
+pub fn reproducer_path(dir: &Path, kernel: &str, seed: u64) -> std::path::PathBuf {
+    dir.join(format!("fuzz-{kernel}-{seed}.ops"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guest_is_told_the_seed_time_threads_and_replay() {
+        let p = Plan {
+            seed: 9,
+            seconds: 60,
+            threads: 1,
+            replay: true,
+        };
+        assert_eq!(
+            p.guest_args(),
+            [
+                "--seed",
+                "9",
+                "--seconds",
+                "60",
+                "--threads",
+                "1",
+                "--replay",
+                REPLAY_PATH
+            ]
+        );
+    }
+
+    #[test]
+    fn the_series_kernels_must_agree_and_base_may_differ() {
+        let k = |d: &[(usize, &str)]| KernelFuzz {
+            digests: d.iter().map(|(o, s)| (*o, s.to_string())).collect(),
+            ..Default::default()
+        };
+        let (a, b, c, base) = (
+            k(&[(250, "x"), (500, "y")]),
+            k(&[(250, "x")]),
+            k(&[(250, "x"), (500, "z")]),
+            k(&[(250, "q")]),
+        );
+        assert_eq!(
+            digests_disagree(&[("base", &base), ("patched", &a), ("direct", &b)]),
+            None
+        );
+        assert_eq!(
+            digests_disagree(&[("patched", &a), ("direct", &b), ("adaptive", &c)]),
+            Some((500, "patched", "adaptive"))
+        );
+    }
+
+    #[test]
+    fn the_host_draws_what_the_guest_drew() {
+        let ops = regenerate(42, 300, 2, true);
+        assert_eq!(ops.len(), 300);
+        assert_eq!(ops, regenerate(42, 300, 2, true));
+        // Each line reads back as an operation the guest can replay.
+        let text = reproducer("patched", 42, "the kernel died", &ops);
+        assert_eq!(fuzz::op::parse_ops(&text).unwrap().len(), 300);
+        assert!(text.starts_with("# bpflab fuzz reproducer: kernel patched, seed 42\n"));
+    }
+}

@@ -1,0 +1,122 @@
+//! The guest fuzzer's `BPFLAB-FUZZ` records (`vm-images/fuzz/src/report.rs`
+//! writes them), read into one kernel's run: how far it got, the digests
+//! on the way, its divergence and its summary.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Record {
+    Start {
+        seed: u64,
+        seconds: u64,
+        threads: usize,
+        nodes: u32,
+        client: bool,
+    },
+    Progress {
+        ops: usize,
+        digest: String,
+    },
+    /// The guest is shrinking a divergence (a sign of life, no more).
+    Shrinking {
+        tries: usize,
+        ops: usize,
+    },
+    Divergence(Divergence),
+    Summary(Summary),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Divergence {
+    #[serde(default)]
+    pub seed: Option<u64>,
+    pub step: usize,
+    pub op: String,
+    pub signature: String,
+    pub what: String,
+    /// Every operation up to the divergence, when the guest sent them.
+    pub ops: Option<Vec<String>>,
+    pub shrunk: Option<Vec<String>>,
+    pub shrink_runs: usize,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Summary {
+    pub ops: usize,
+    pub executed: usize,
+    pub secs: f64,
+    pub ops_per_sec: f64,
+    pub counts: BTreeMap<String, usize>,
+    pub diverged: bool,
+}
+
+/// One kernel's fuzzing, as its records tell it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelFuzz {
+    pub client: bool,
+    /// Operations passed, by the last progress record or the summary.
+    pub ops: usize,
+    /// (operations, digest) at each progress record.
+    pub digests: Vec<(usize, String)>,
+    pub divergence: Option<Divergence>,
+    pub summary: Option<Summary>,
+}
+
+/// Reads one kernel's records, in order.
+pub fn read(payloads: &[String]) -> Result<KernelFuzz> {
+    let mut k = KernelFuzz::default();
+    for p in payloads {
+        let record: Record = serde_json::from_str(p)
+            .with_context(|| format!("a fuzz record the host cannot read: {p}"))?;
+        match record {
+            Record::Start { client, .. } => k.client = client,
+            Record::Progress { ops, digest } => {
+                k.ops = k.ops.max(ops);
+                k.digests.push((ops, digest));
+            }
+            Record::Shrinking { .. } => {}
+            Record::Divergence(d) => k.divergence = Some(d),
+            Record::Summary(s) => {
+                k.ops = k.ops.max(s.ops);
+                k.summary = Some(s);
+            }
+        }
+    }
+    Ok(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_with_progress_and_a_divergence_reads_back() {
+        let lines = [
+            r#"{"kind":"start","seed":7,"seconds":60,"threads":1,"nodes":2,"client":true}"#,
+            r#"{"kind":"progress","ops":250,"digest":"00000000000000aa"}"#,
+            r#"{"kind":"progress","ops":500,"digest":"00000000000000bb"}"#,
+            r#"{"kind":"shrinking","tries":12,"ops":300}"#,
+            r#"{"kind":"divergence","seed":7,"step":612,"op":"touch @3.1=r","signature":"page","what":"page @3: absent","ops":null,"shrunk":["create m0 value=8 entries=1"],"shrink_runs":40}"#,
+            r#"{"kind":"summary","ops":613,"executed":600,"secs":3.5,"ops_per_sec":171.4,"counts":{"touch":400},"diverged":true}"#,
+        ];
+        let k = read(&lines.map(String::from)).unwrap();
+        assert!(k.client);
+        assert_eq!(k.ops, 613);
+        assert_eq!(k.digests[1], (500, "00000000000000bb".to_string()));
+        let d = k.divergence.unwrap();
+        assert_eq!((d.step, d.signature.as_str()), (612, "page"));
+        assert_eq!(d.shrunk.unwrap().len(), 1);
+        assert_eq!(k.summary.unwrap().counts["touch"], 400);
+        let err = read(&["{\"kind\":\"party\"}".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("a fuzz record the host cannot read"),
+            "{err}"
+        );
+    }
+}
