@@ -217,6 +217,10 @@ pub struct VmtestArgs {
     /// packing them into the initramfs (auto: virtiofs, else 9p).
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "auto", value_name = "HOW")]
     pub share: Option<ShareChoice>,
+    /// Harness self-test: how long the results channel may stay still
+    /// before the guest is taken for wedged (default 120 under TCG).
+    #[arg(long, hide = true, value_name = "SECS")]
+    pub stall: Option<u64>,
     /// Test name filters (substrings), e.g. `-- t14 t02`.
     #[arg(last = true)]
     pub filters: Vec<String>,

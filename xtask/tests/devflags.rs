@@ -37,10 +37,15 @@ fn run(args: &[&str]) -> Ran {
 
 /// The plain patched kernel's bzImage in the cache, and when it was built.
 fn plain_patched_image() -> (PathBuf, SystemTime) {
-    let r = run_to_end(
-        xtask(&["build-kernel", "--kernel", "patched", "--json"]),
-        Duration::from_secs(1800),
-    );
+    patched_image(&[])
+}
+
+/// The patched kernel's bzImage with `more` build-kernel flags (built if
+/// it is not), and when it was built.
+fn patched_image(more: &[&str]) -> (PathBuf, SystemTime) {
+    let mut args = vec!["build-kernel", "--kernel", "patched", "--json"];
+    args.extend(more);
+    let r = run_to_end(xtask(&args), Duration::from_secs(1800));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let manifest: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let image = PathBuf::from(manifest["kernels"][0]["bzimage"].as_str().unwrap());
@@ -52,20 +57,42 @@ fn plain_patched_image() -> (PathBuf, SystemTime) {
 const CONFIG_OF_GUEST: &str = "zcat /proc/config.gz | grep -E '^CONFIG_TEST_BITOPS=' || true";
 
 /// A fragment of the developer's: one test module (lib/test_bitops.c),
-/// which no other object depends on, at a path that stays the same from
-/// run to run (its build directory is keyed by the path).
+/// which no other object depends on, at a path of this run's own, so its
+/// build directory (keyed by the path) is new and starts from a copy.
 fn bitops_fragment() -> PathBuf {
-    let dir = project().join("target/devflags");
+    let dir = project().join(format!("target/devflags/{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bitops.config");
     fs::write(&path, "CONFIG_TEST_BITOPS=m\n").unwrap();
     path
 }
 
+/// The build directories of `tree` whose names contain `part`.
+fn build_dirs(tree: &std::path::Path, part: &str) -> Vec<PathBuf> {
+    fs::read_dir(tree)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(part))
+        .collect()
+}
+
+fn mtime(p: &std::path::Path) -> SystemTime {
+    fs::metadata(p).unwrap().modified().unwrap()
+}
+
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
     let (image, built) = plain_patched_image();
+    let tree = image.ancestors().nth(5).unwrap().to_path_buf();
+    let plain_objtool = mtime(
+        &image
+            .ancestors()
+            .nth(4)
+            .unwrap()
+            .join("tools/objtool/objtool"),
+    );
     let fragment = bitops_fragment();
     let started = std::time::Instant::now();
     let with = run(&[
@@ -86,9 +113,20 @@ fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
         "the fragment's option in the kernel it built"
     );
     assert!(
-        with.stderr.contains("[patched+bitops]"),
-        "the kernel is named after its fragment:\n{}",
         with.stderr
+            .contains("[patched+bitops] starting from patched's build"),
+        "the kernel is named after its fragment, and starts from a copy:\n{}",
+        with.stderr
+    );
+    // The copy's objtool stood (its .cmd files pointed at the copy):
+    // had it been rebuilt, so would every object.
+    let (bitops, _) = patched_image(&["--config", fragment.to_str().unwrap()]);
+    let ours = bitops.ancestors().nth(4).unwrap().to_path_buf();
+    assert_eq!(ours.parent(), Some(tree.as_path()), "{}", ours.display());
+    assert_eq!(
+        mtime(&ours.join("tools/objtool/objtool")),
+        plain_objtool,
+        "objtool was rebuilt in the copy"
     );
     let without = run(&["--", "sh", "-c", CONFIG_OF_GUEST]);
     assert_eq!(without.code, 0, "{}", without.stderr);
@@ -99,9 +137,25 @@ fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
         "the plain patched kernel was rebuilt for a fragment it does not have"
     );
 
+    // This run's kernel is a copy of a gigabyte: not kept.
+    fs::remove_dir_all(&ours).unwrap();
+    fs::remove_dir_all(fragment.parent().unwrap()).unwrap();
+    let r = run(&["--config", "no/such.config", "--", "true"]);
+    assert!(
+        r.code == 125 && r.stderr.contains("--config no/such.config: no such file"),
+        "exit {}: {}",
+        r.code,
+        r.stderr
+    );
+}
+
+#[test]
+#[ignore = "builds a kernel's configuration: run by cargo xtask ci"]
+fn a_fragments_option_that_cannot_be_set_is_named_and_leaves_nothing() {
     // An option that cannot be set is named with its fragment, and its
     // build directory does not stay behind.
     let bad = project().join("target/devflags/bad.config");
+    fs::create_dir_all(bad.parent().unwrap()).unwrap();
     fs::write(
         &bad,
         "CONFIG_TEST_BITOPS=m\nCONFIG_BPFLAB_NO_SUCH_OPTION=y\n",
@@ -126,24 +180,17 @@ fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
         r.code,
         r.stderr
     );
-    let tree = image.ancestors().nth(5).unwrap();
-    let left: Vec<_> = fs::read_dir(tree)
+    let tree = plain_patched_image()
+        .0
+        .ancestors()
+        .nth(5)
         .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("+bad"))
-        .collect();
+        .to_path_buf();
+    let left = build_dirs(&tree, "+bad");
     assert!(
         left.is_empty(),
         "left behind in {}: {left:?}",
         tree.display()
-    );
-    let r = run(&["--config", "no/such.config", "--", "true"]);
-    assert!(
-        r.code == 125 && r.stderr.contains("--config no/such.config: no such file"),
-        "exit {}: {}",
-        r.code,
-        r.stderr
     );
 }
 

@@ -12,26 +12,26 @@ use crate::model::{Model, VmaModel, ARENA_PAGES, PAGE};
 use crate::op::{Prot, Range};
 
 /// How much a check looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// Everything: every VMA's bytes, every element, the layout.
     Full,
     /// What one operation can have changed: the present pages everywhere
     /// (one pagemap read a VMA), the bytes of the VMAs over `pages`, the
     /// layout after an operation on VMAs.
-    After { pages: Option<Range>, layout: bool },
+    After { pages: Vec<Range>, layout: bool },
 }
 
 /// The first way the kernel differs from the model, on one line.
 pub fn state(model: &Model, exec: &Executor, kmsg: &mut Kmsg, scope: Scope) -> Result<(), String> {
-    let (pages, full) = match scope {
-        Scope::Full => (None, true),
+    let (pages, full) = match &scope {
         Scope::After { pages, layout: l } => {
-            if l {
+            if *l {
                 layout(model, exec)?;
             }
-            (pages, false)
+            (pages.as_slice(), false)
         }
+        Scope::Full => (&[][..], true),
     };
     if full {
         layout(model, exec)?;
@@ -39,7 +39,7 @@ pub fn state(model: &Model, exec: &Executor, kmsg: &mut Kmsg, scope: Scope) -> R
     }
     for v in model.layout.iter() {
         presence(v, exec)?;
-        let touched = pages.is_some_and(|r| v.start < r.end() && r.at < v.end());
+        let touched = pages.iter().any(|r| v.start < r.end() && r.at < v.end());
         if full || touched {
             contents(model, v, exec)?;
         }
@@ -90,6 +90,8 @@ pub struct MapsLine {
     pub start: usize,
     pub pages: usize,
     pub prot: Prot,
+    /// The map page at its start (the offset column, in pages).
+    pub pgoff: usize,
 }
 
 /// The BPF map VMAs of `/proc/self/maps` text inside the arena at
@@ -111,10 +113,12 @@ pub fn parse_maps(text: &str, arena: usize) -> Vec<MapsLine> {
                 (Some(b'r'), _) => Prot::Read,
                 _ => Prot::None,
             };
+            let offset = usize::from_str_radix(f.next()?, 16).ok()?;
             (lo >= arena && hi <= end).then(|| MapsLine {
                 start: (lo - arena) / PAGE,
                 pages: (hi - lo) / PAGE,
                 prot,
+                pgoff: offset / PAGE,
             })
         })
         .collect()
@@ -131,6 +135,7 @@ fn layout(model: &Model, exec: &Executor) -> Result<(), String> {
             start: v.start,
             pages: v.pages,
             prot: v.prot,
+            pgoff: v.pgoff,
         })
         .collect();
     if got == want {
@@ -138,7 +143,15 @@ fn layout(model: &Model, exec: &Executor) -> Result<(), String> {
     }
     let show = |l: &[MapsLine]| {
         l.iter()
-            .map(|m| format!("@{}+{} {}", m.start, m.pages, m.prot.word()))
+            .map(|m| {
+                format!(
+                    "@{}+{} {} pgoff={}",
+                    m.start,
+                    m.pages,
+                    m.prot.word(),
+                    m.pgoff
+                )
+            })
             .collect::<Vec<_>>()
             .join(" ")
     };
@@ -308,17 +321,20 @@ mod tests {
                 MapsLine {
                     start: 2,
                     pages: 2,
-                    prot: Prot::ReadWrite
+                    prot: Prot::ReadWrite,
+                    pgoff: 0
                 },
                 MapsLine {
                     start: 4,
                     pages: 1,
-                    prot: Prot::Read
+                    prot: Prot::Read,
+                    pgoff: 2
                 },
                 MapsLine {
                     start: 5,
                     pages: 1,
-                    prot: Prot::None
+                    prot: Prot::None,
+                    pgoff: 3
                 },
             ],
             "outside the arena is not ours"

@@ -24,6 +24,13 @@ const CLIENT: &str = "/bin/fuzz-client";
 /// room for it after the fuzzing budget.
 const SHRINK_BUDGET: Duration = Duration::from_secs(240);
 
+/// How often a long silent phase says it is alive: well inside the
+/// host's stall limit (120 s under TCG).
+const HEARTBEAT: Duration = Duration::from_secs(20);
+
+/// The most threads `--threads` takes: each owns words of a page.
+const MAX_THREADS: u64 = 64;
+
 #[derive(Debug)]
 struct Options {
     kernel: Kernel,
@@ -64,7 +71,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--results" => o.results = Some(value()?),
             "--seed" => o.seed = number(value()?)?,
             "--seconds" => o.seconds = number(value()?)?,
-            "--threads" => o.threads = number(value()?)?.max(1) as usize,
+            "--threads" => o.threads = number(value()?)?.clamp(1, MAX_THREADS) as usize,
             "--replay" => o.replay = Some(PathBuf::from(value()?)),
             "--client" => o.client = Some(PathBuf::from(value()?)),
             "--no-client" => o.client = None,
@@ -138,6 +145,8 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
     let mut report = Report::open(o.results.as_deref())?;
     report.start(o.seed, o.seconds, o.threads, &settings)?;
     if o.threads > 1 {
+        // Nothing is reported until the threads are done.
+        let _alive = report.heartbeat(HEARTBEAT);
         let out = threads::run(
             &settings,
             o.seed,
@@ -165,12 +174,15 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
         return Err(e);
     }
     if let Some(d) = &out.divergence {
-        let (shrunk, tries) = if o.shrink && o.replay.is_none() {
-            shrink_divergence(o, &out, &d.signature(), &mut report)
-        } else {
-            (None, 0)
-        };
-        report.divergence(o.seed, d, &out.ops[..=d.step], shrunk.as_deref(), tries)?;
+        let shrinking = o.shrink && o.replay.is_none();
+        // Unshrunk first: a guest that dies while shrinking has said it.
+        report.divergence(o.seed, d, &out.ops[..=d.step], None, 0)?;
+        if shrinking {
+            let _alive = report.heartbeat(HEARTBEAT);
+            let (shrunk, tries) = shrink_divergence(o, &out, &d.signature());
+            drop(_alive);
+            report.divergence(o.seed, d, &out.ops[..=d.step], shrunk.as_deref(), tries)?;
+        }
     }
     report.summary(&out)?;
     Ok(out.divergence.is_none())
@@ -179,25 +191,12 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
 /// The shortest reproducer of the divergence found by replaying
 /// candidates in fresh processes; None if the whole run does not
 /// reproduce it.
-fn shrink_divergence(
-    o: &Options,
-    out: &Outcome,
-    signature: &str,
-    report: &mut Report,
-) -> (Option<Vec<Op>>, usize) {
+fn shrink_divergence(o: &Options, out: &Outcome, signature: &str) -> (Option<Vec<Op>>, usize) {
     let failing = &out.ops[..=out.divergence.as_ref().expect("diverged").step];
     let started = std::time::Instant::now();
-    let mut said = started;
-    let mut tries = 0;
     // Past the deadline every candidate counts as passing: what was
-    // found so far is the reproducer. Now and then a record, so the host
-    // sees a guest at work, not a wedged one.
-    let mut fails = |ops: &[Op]| {
-        tries += 1;
-        if said.elapsed() > Duration::from_secs(10) {
-            said = std::time::Instant::now();
-            let _ = report.shrinking(tries, ops.len());
-        }
+    // found so far is the reproducer.
+    let fails = |ops: &[Op]| {
         started.elapsed() < SHRINK_BUDGET && replay_signature(o, ops).as_deref() == Some(signature)
     };
     if !fails(failing) {

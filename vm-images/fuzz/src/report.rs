@@ -65,9 +65,33 @@ impl Report {
         self.emit(json!({"kind": "progress", "ops": ops, "digest": format!("{digest:016x}")}))
     }
 
-    /// Shrinking goes on: `tries` candidates so far, this one `ops` long.
-    pub fn shrinking(&mut self, tries: usize, ops: usize) -> Result<(), String> {
-        self.emit(json!({"kind": "shrinking", "tries": tries, "ops": ops}))
+    /// A sign of life every `every` until the guard is dropped, from a
+    /// thread of its own: for the phases that report nothing else for
+    /// long (shrinking, a `--threads` run). The host's stall limit then
+    /// only stops a guest whose kernel stopped this thread too.
+    pub fn heartbeat(&self, every: std::time::Duration) -> Heartbeat {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let port = self.port.as_ref().and_then(|p| p.try_clone().ok());
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut waited = std::time::Duration::ZERO;
+            let tick = std::time::Duration::from_millis(100);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                waited += tick;
+                if waited >= every {
+                    waited = std::time::Duration::ZERO;
+                    let line = format!("{}\n", Line::Fuzz(json!({"kind": "alive"}).to_string()));
+                    if let Some(p) = &port {
+                        let _ = port::write_line(p, &line);
+                    }
+                }
+            }
+        });
+        Heartbeat {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     pub fn divergence(
@@ -131,5 +155,20 @@ impl Report {
             "diverged": out.failure.is_some(),
         }))?;
         Ok(out.failure.is_none())
+    }
+}
+
+/// Stops the heartbeat when dropped.
+pub struct Heartbeat {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

@@ -14,7 +14,7 @@ use crate::check;
 use crate::exec::Executor;
 use crate::gen::Generator;
 use crate::model::{Model, Ret};
-use crate::op::Op;
+use crate::op::{Op, Range, Remap, Word};
 
 /// Every `PROGRESS` operations the run reports how far it got, with the
 /// digest so far: kernels that ran the same seed compare them, and a
@@ -153,9 +153,10 @@ pub fn run(
         if want != Ret::Skipped {
             out.executed += 1;
             *out.counts.entry(name(&op)).or_default() += 1;
+            let (done, want) = without_skipped(&op, want);
             let got = match &dropped {
                 Some((m, ranges)) => exec.drop_map(*m, ranges),
-                None => exec.apply(&op),
+                None => exec.apply(&done),
             };
             exec.retain_maps(|m| model.maps.contains_key(&m));
             digest.add_step(&op, &got);
@@ -163,7 +164,7 @@ pub fn run(
                 check::Scope::Full
             } else {
                 check::Scope::After {
-                    pages: footprint(&op),
+                    pages: footprint(&op, &model),
                     layout: reshapes(&op),
                 }
             };
@@ -206,14 +207,33 @@ pub fn run(
     Ok(out)
 }
 
+/// A child's accesses the model skipped (outside the arena, in a
+/// hand-written reproducer) are not done either.
+fn without_skipped(op: &Op, want: Ret) -> (Op, Ret) {
+    match (op, want) {
+        (Op::Fork(accesses), Ret::Child(rets)) => {
+            let (kept, rets): (Vec<_>, Vec<_>) = accesses
+                .iter()
+                .zip(rets)
+                .filter(|(_, r)| *r != Ret::Skipped)
+                .map(|(a, r)| (*a, r))
+                .unzip();
+            (Op::Fork(kept), Ret::Child(rets))
+        }
+        (op, want) => (op.clone(), want),
+    }
+}
+
 /// Every FULL_CHECK executed operations, and after the last, every byte
 /// and element is checked; in between, what the operation touched.
 pub const FULL_CHECK: usize = 16;
 
-/// The arena pages whose bytes `op` can have changed or faulted in.
-fn footprint(op: &Op) -> Option<crate::op::Range> {
-    use crate::op::Range;
-    let page = |w: &crate::op::Word| Range {
+/// The arena pages whose bytes `op` can have changed or faulted in: its
+/// range or word, a child's words, a moved mapping's new place, and for
+/// an element written through the syscall or a program, every mapping
+/// of its map.
+fn footprint(op: &Op, model: &Model) -> Vec<Range> {
+    let page = |w: &Word| Range {
         at: w.page,
         pages: 1,
     };
@@ -224,10 +244,19 @@ fn footprint(op: &Op) -> Option<crate::op::Range> {
         | Op::PvmRead(range)
         | Op::MemRead(range)
         | Op::FileFromMap(range)
-        | Op::FileToMap { range, .. } => Some(*range),
-        Op::Touch(a) => Some(page(&a.at)),
-        Op::PvmWrite(w, _) | Op::MemWrite(w, _) => Some(page(w)),
-        _ => None,
+        | Op::FileToMap { range, .. } => vec![*range],
+        Op::Mremap {
+            range,
+            how: Remap::Move(to),
+        } => vec![Range {
+            at: *to,
+            pages: range.pages,
+        }],
+        Op::Touch(a) => vec![page(&a.at)],
+        Op::Fork(accesses) => accesses.iter().map(|a| page(&a.at)).collect(),
+        Op::PvmWrite(w, _) | Op::MemWrite(w, _) => vec![page(w)],
+        Op::Update { elem, .. } | Op::ProgStore { elem, .. } => model.ranges_of(elem.map),
+        _ => Vec::new(),
     }
 }
 
@@ -236,6 +265,7 @@ fn reshapes(op: &Op) -> bool {
     matches!(
         op,
         Op::Mmap(_)
+            | Op::Drop(_)
             | Op::Munmap(_)
             | Op::Mremap { .. }
             | Op::Mprotect { .. }

@@ -228,25 +228,27 @@ fn final_check(
     shared: &[Shared],
     maps: &[Map],
 ) -> Result<(), String> {
+    let values = maps
+        .iter()
+        .zip(MAPS)
+        .map(|(m, pages)| bpf::map_lookup_all(m.fd(), pages as u32, PAGE))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("BPF_MAP_LOOKUP_BATCH: {e}"))?;
     for (t, (_, owned, _)) in results.iter().enumerate() {
         for (&(map, off), &want) in owned {
-            for v in shared.iter().filter(|v| v.map == map) {
+            let mut seen: Vec<(u64, &str)> = shared
+                .iter()
+                .filter(|v| v.map == map)
                 // SAFETY: a word of a writable mapping of ours.
-                let got = unsafe { mm::peek(v.addr + off) };
-                if got != want {
-                    return Err(format!(
-                        "after the run, thread {t}'s word at byte {off} of map {map} reads {got:#x} \
-                         through a mapping; it wrote {want:#x}"
-                    ));
-                }
-            }
-            let value = bpf::map_lookup_all(maps[map].fd(), MAPS[map] as u32, PAGE)
-                .map_err(|e| format!("BPF_MAP_LOOKUP_BATCH: {e}"))?;
-            let got = u64::from_ne_bytes(value[off..off + 8].try_into().expect("8 bytes"));
-            if got != want {
+                .map(|v| (unsafe { mm::peek(v.addr + off) }, "a mapping"))
+                .collect();
+            let by_syscall =
+                u64::from_ne_bytes(values[map][off..off + 8].try_into().expect("8 bytes"));
+            seen.push((by_syscall, "BPF_MAP_LOOKUP_BATCH"));
+            if let Some((got, how)) = seen.into_iter().find(|(got, _)| *got != want) {
                 return Err(format!(
-                    "after the run, thread {t}'s word at byte {off} of map {map} is {got:#x} \
-                     by BPF_MAP_LOOKUP_BATCH; it wrote {want:#x}"
+                    "after the run, thread {t}'s word at byte {off} of map {map} reads {got:#x} \
+                     through {how}; it wrote {want:#x}"
                 ));
             }
         }

@@ -140,35 +140,45 @@ pub fn cover_resolv_conf(lease: &str) -> Result<(), String> {
 }
 
 /// Where `path` leads inside a root whose symlinks `read_link` reads
-/// (absolute targets are the root's): at most 8 links deep.
+/// (absolute targets are the root's), every component resolved, at most
+/// 16 links followed.
 fn resolve_links(path: &str, read_link: impl Fn(&str) -> Option<String>) -> String {
-    let mut at = path.to_string();
-    for _ in 0..8 {
-        let Some(link) = read_link(&at) else { break };
-        let joined = if link.starts_with('/') {
-            link
-        } else {
-            let dir = at.rsplit_once('/').map_or("", |(d, _)| d);
-            format!("{dir}/{link}")
-        };
-        at = normalize(&joined);
-    }
-    at
-}
-
-/// `/etc/../run/x` to `/run/x`; never above `/`.
-fn normalize(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
+    let parts = |p: &str| -> Vec<String> {
+        p.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_string)
+            .collect()
+    };
+    let mut todo: std::collections::VecDeque<String> = parts(path).into();
+    let mut done: Vec<String> = Vec::new();
+    let mut links = 16;
+    while let Some(c) = todo.pop_front() {
+        if c == ".." {
+            done.pop();
+            continue;
+        }
+        let here = format!(
+            "/{}",
+            done.iter()
+                .chain([&c])
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+        match read_link(&here).filter(|_| links > 0) {
+            Some(target) => {
+                links -= 1;
+                if target.starts_with('/') {
+                    done.clear();
+                }
+                for p in parts(&target).into_iter().rev() {
+                    todo.push_front(p);
+                }
             }
-            p => parts.push(p),
+            None => done.push(c),
         }
     }
-    format!("/{}", parts.join("/"))
+    format!("/{}", done.join("/"))
 }
 
 #[cfg(test)]
@@ -185,15 +195,20 @@ mod tests {
     #[test]
     fn resolv_conf_links_are_followed_inside_the_root() {
         let links = |p: &str| match p {
-            "/etc/resolv.conf" => Some("../run/systemd/resolve/stub-resolv.conf".to_string()),
-            "/run/systemd/resolve/stub-resolv.conf" => Some("/run/real".to_string()),
+            "/etc/resolv.conf" => Some("../var/run/systemd/resolve/stub-resolv.conf".to_string()),
+            // An intermediate link, absolute: the root's /run.
+            "/var/run" => Some("/run".to_string()),
+            "/run/systemd/resolve/stub-resolv.conf" => Some("real".to_string()),
             "/loop" => Some("/loop".to_string()),
             _ => None,
         };
-        assert_eq!(resolve_links("/etc/resolv.conf", links), "/run/real");
+        assert_eq!(
+            resolve_links("/etc/resolv.conf", links),
+            "/run/systemd/resolve/real"
+        );
         assert_eq!(resolve_links("/etc/hosts", links), "/etc/hosts");
         assert_eq!(resolve_links("/loop", links), "/loop", "a loop ends");
-        assert_eq!(normalize("/../../etc/./x//y"), "/etc/x/y");
+        assert_eq!(resolve_links("/../../etc/./x//y", |_| None), "/etc/x/y");
     }
 
     #[test]

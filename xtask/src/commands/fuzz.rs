@@ -70,8 +70,14 @@ pub fn fuzz_kernels(
     replay: Option<String>,
     vms: usize,
 ) -> Result<Fuzzed> {
-    if boot.timeout.is_none() {
-        boot.timeout = Some(plan.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
+    if boot.machine.gdb.is_some() && vms > 1 {
+        bail!("--gdb with --vms {vms}: the guests would share one gdb port; use --vms 1");
+    }
+    // A shrink candidate replays up to the whole run; a gdb session has
+    // no time limit but the user's.
+    if boot.timeout.is_none() && boot.machine.gdb.is_none() {
+        boot.timeout =
+            Some(2 * plan.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
     }
     let Prepared {
         targets,
@@ -191,6 +197,8 @@ pub enum Verdict {
     Diverged(String, Option<PathBuf>),
     /// The VM could not do its job (boot, setup).
     Infra(String),
+    /// The guest's fuzzer broke (an error of the harness, not a finding).
+    FuzzerFailed(String),
 }
 
 fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
@@ -214,6 +222,7 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
             }
             Verdict::Diverged(why, None) => format!("DIVERGED: {why}"),
             Verdict::Infra(why) => format!("VM FAILED: {why}"),
+            Verdict::FuzzerFailed(why) => format!("FUZZER FAILED: {why}"),
         };
         println!("{:<18} {:>8} {:>8}  {result}", t.name, r.fuzz.ops, rate);
     }
@@ -232,7 +241,9 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
     );
     let diverged =
         disagree.is_some() || verdicts.iter().any(|v| matches!(v, Verdict::Diverged(..)));
-    let infra = verdicts.iter().any(|v| matches!(v, Verdict::Infra(_)));
+    let infra = verdicts
+        .iter()
+        .any(|v| matches!(v, Verdict::Infra(_) | Verdict::FuzzerFailed(_)));
     Ok(if diverged {
         ExitCode::from(EXIT_TESTS_FAILED)
     } else if infra {
@@ -243,60 +254,76 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
 }
 
 fn judge(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
-    let started = r.fuzz.ops > 0 || !r.run.as_ref().is_none_or(|run| run.report.fuzz.is_empty());
-    let (run, error) = (r.run.as_ref(), r.error.as_deref());
-    let write = |what: &str, ops: &[String]| -> Result<PathBuf> {
+    let run = r.run.as_ref();
+    let write = |what: &str, ops: &[String]| -> Result<Option<PathBuf>> {
+        // A --threads run's operations interleaved as the scheduler chose:
+        // no list of them reproduces it; its seed and --threads do.
+        if plan.threads > 1 {
+            return Ok(None);
+        }
         let path = fuzz::reproducer_path(run_dir, &t.name, plan.seed);
         std::fs::write(&path, fuzz::reproducer(&t.name, plan.seed, what, ops))
             .with_context(|| format!("writing {}", path.display()))?;
-        Ok(path)
+        Ok(Some(path))
     };
+    let drawn = |count: usize| fuzz::regenerate(plan.seed, count, nodes(run), r.fuzz.client);
     if let Some(d) = &r.fuzz.divergence {
         let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
         let ops = d
             .shrunk
             .clone()
             .or_else(|| d.ops.clone())
-            .unwrap_or_else(|| fuzz::regenerate(plan.seed, d.step + 1, nodes(run), r.fuzz.client));
-        let path = (!plan.replay || d.shrunk.is_some())
-            .then(|| write(&what, &ops))
-            .transpose()?;
+            .unwrap_or_else(|| drawn(d.step + 1));
+        let path = if plan.replay && d.shrunk.is_none() {
+            None
+        } else {
+            write(&what, &ops)?
+        };
         return Ok(Verdict::Diverged(what, path));
     }
-    let failure = error
-        .map(str::to_string)
-        .or_else(|| run.and_then(|x| x.vm_failure.clone()));
-    if let Some(why) = failure {
-        if !started {
-            return Ok(Verdict::Infra(why));
+    if let Some(why) = &r.error {
+        return Ok(match run {
+            // The guest ran, and what it said cannot be read.
+            Some(_) => Verdict::FuzzerFailed(why.clone()),
+            None => Verdict::Infra(why.clone()),
+        });
+    }
+    let run = run.expect("no error: a run");
+    if let Some(why) = &run.vm_failure {
+        if run.report.fuzz.is_empty() {
+            return Ok(Verdict::Infra(why.clone()));
         }
         // The kernel died mid-run: what the guest drew up to its next
         // progress report holds the operation that killed it.
         let what = format!("the kernel died after {} operations: {why}", r.fuzz.ops);
-        let count = r.fuzz.ops + ::fuzz::run::PROGRESS;
-        let ops = fuzz::regenerate(plan.seed, count, nodes(run), r.fuzz.client);
-        let path = (!plan.replay).then(|| write(&what, &ops)).transpose()?;
+        let ops = drawn(r.fuzz.ops + ::fuzz::run::PROGRESS);
+        let path = if plan.replay {
+            None
+        } else {
+            write(&what, &ops)?
+        };
         return Ok(Verdict::Diverged(what, path));
     }
-    let run = run.expect("no error: a run");
+    Ok(ended(run, &r.fuzz))
+}
+
+/// A guest that finished: a splat on its console, a fuzzer that did not
+/// report its end, or clean.
+fn ended(run: &GuestRun, fuzz: &KernelFuzz) -> Verdict {
+    let console = run.outcome.console_log.display();
     if let Some(first) = run.outcome.splats.first() {
-        return Ok(Verdict::Diverged(
-            format!(
-                "the console shows {} (console: {})",
-                first.trim(),
-                run.outcome.console_log.display()
-            ),
+        return Verdict::Diverged(
+            format!("the console shows {} (console: {console})", first.trim()),
             None,
+        );
+    }
+    if run.report.verdict.outcome != Outcome::Pass || fuzz.summary.is_none() {
+        return Verdict::FuzzerFailed(format!(
+            "the fuzzer ended with {} and no summary (console: {console})",
+            run.report.verdict.detail
         ));
     }
-    if run.report.verdict.outcome != Outcome::Pass || r.fuzz.summary.is_none() {
-        return Ok(Verdict::Infra(format!(
-            "the fuzzer ended with {} and no summary (console: {})",
-            run.report.verdict.detail,
-            run.outcome.console_log.display()
-        )));
-    }
-    Ok(Verdict::Clean)
+    Verdict::Clean
 }
 
 /// The guest's NUMA nodes, as its start record said (2 by default).

@@ -44,15 +44,7 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let run_dir = project::new_run_dir(&source.cache_dir, "mutants")?;
     // The tests, the guest image and the kernels' configuration: a change
     // to any of them can change an outcome.
-    let mut tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
-    if args.judge == MutantJudge::Fuzz {
-        // The fuzzer's outcomes are its own, per seed and budget.
-        tests = format!(
-            "{tests} fuzz seed {} for {} s",
-            args.seed, args.fuzz_seconds
-        );
-        super::fuzz::ensure_tools(&source)?;
-    }
+    let tests = tests_key(&args, &source)?;
     let mut ledger = Ledger::open(&source.cache_dir)?;
     let started = Instant::now();
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();
@@ -107,6 +99,23 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     }
     let secs = (started.elapsed().as_secs_f64(), remembered);
     report(&chosen, &outcomes, &run_dir, secs)
+}
+
+/// What besides the mutated series keys an outcome in the ledger: the
+/// tests, the guest image and the kernels' configuration (a change to any
+/// of them can change an outcome), and for the fuzzer its host side, its
+/// seed and budget.
+fn tests_key(args: &MutantsArgs, source: &SourceConfig) -> Result<String> {
+    let tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
+    if args.judge == MutantJudge::Plan {
+        return Ok(tests);
+    }
+    super::fuzz::ensure_tools(source)?;
+    let host = ledger::tests_digest(&project::root(), &["xtask/src/fuzz"])?;
+    Ok(format!(
+        "{tests} fuzz {host} seed {} for {} s",
+        args.seed, args.fuzz_seconds
+    ))
 }
 
 /// The mutants asked for: `--sample`, `--patch`, `--filter`.
@@ -236,6 +245,7 @@ fn run_one(
         fail_fast: true,
         max_failures: None,
         share: None,
+        stall: None,
         filters: Vec::new(),
     })?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
@@ -273,8 +283,13 @@ fn fuzz_mutant(
         super::fuzz::Verdict::Diverged(what, _) => Outcome::Killed {
             by: format!("fuzz: {what}"),
         },
+        // The mutant's kernel did not boot: as the plan counts it.
         super::fuzz::Verdict::Infra(why) => Outcome::Crashed {
             detail: why.clone(),
+        },
+        // A fault of the fuzzer's is no finding about the mutant.
+        super::fuzz::Verdict::FuzzerFailed(why) => Outcome::Undecided {
+            why: format!("the fuzzer failed: {why}"),
         },
     })
 }

@@ -54,6 +54,7 @@ pub fn run_plan(args: &VmtestArgs) -> Result<PlanRun> {
         mut session,
     } = session::prepare(&source, &boot, "vmtest")?;
     session.sharing = args.share.map_or(Sharing::Hermetic, Sharing::Host);
+    session.results_stall = args.stall;
     let plan = selection::planned_tests(&args.filters)?;
     inject.check_against(&plan)?;
     let mut runs = Vec::new();

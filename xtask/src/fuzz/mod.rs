@@ -52,8 +52,9 @@ impl Plan {
 }
 
 /// The first point where two of the series' kernels saw different
-/// returns for the same operations: (ops, kernel a, kernel b). Base
-/// differs by design (a zapped page is a hole there), so it is left out.
+/// returns for the same operations: (ops, kernel a, kernel b), every
+/// pair compared at every count both reached. Base differs by design (a
+/// zapped page is a hole there), so it is left out.
 pub fn digests_disagree<'a>(
     runs: &[(&'a str, &'a KernelFuzz)],
 ) -> Option<(usize, &'a str, &'a str)> {
@@ -61,17 +62,22 @@ pub fn digests_disagree<'a>(
         .iter()
         .filter(|(name, _)| !name.starts_with("base"))
         .collect();
-    let (first_name, first) = lazy.first()?;
-    for (ops, digest) in &first.digests {
-        for (name, k) in &lazy[1..] {
-            if let Some((_, other)) = k.digests.iter().find(|(o, _)| o == ops) {
-                if other != digest {
-                    return Some((*ops, first_name, name));
+    let mut first: Option<(usize, &str, &str)> = None;
+    for (i, (a, ka)) in lazy.iter().enumerate() {
+        for (b, kb) in &lazy[i + 1..] {
+            let differ = ka.digests.iter().find(|(ops, digest)| {
+                kb.digests
+                    .iter()
+                    .any(|(o, other)| o == ops && other != digest)
+            });
+            if let Some((ops, _)) = differ {
+                if first.is_none_or(|(f, _, _)| *ops < f) {
+                    first = Some((*ops, a, b));
                 }
             }
         }
     }
-    None
+    first
 }
 
 /// The operations a run with `seed` draws first, `count` of them, as the
@@ -158,13 +164,34 @@ mod tests {
             digests_disagree(&[("patched", &a), ("direct", &b), ("adaptive", &c)]),
             Some((500, "patched", "adaptive"))
         );
+        // The first kernel stopped early: the others are still compared.
+        let (d, e) = (
+            k(&[(250, "x"), (500, "y"), (750, "v")]),
+            k(&[(250, "x"), (500, "y"), (750, "w")]),
+        );
+        assert_eq!(
+            digests_disagree(&[("patched", &b), ("direct", &d), ("prefault", &e)]),
+            Some((750, "direct", "prefault"))
+        );
     }
 
     #[test]
     fn the_host_draws_what_the_guest_drew() {
         let ops = regenerate(42, 300, 2, true);
         assert_eq!(ops.len(), 300);
-        assert_eq!(ops, regenerate(42, 300, 2, true));
+        // The guest drew them on its own kernel: base's model, say.
+        let mut model = Model::new(Kernel::Base, 2, true);
+        let mut gen = Generator::new(42);
+        let on_base: Vec<String> = (0..300)
+            .map(|_| {
+                let op = gen.next(&model);
+                model.apply(&op);
+                op.to_string()
+            })
+            .collect();
+        assert_eq!(ops, on_base);
+        // A guest without the client or with one node drew others.
+        assert_ne!(ops, regenerate(42, 300, 2, false));
         // Each line reads back as an operation the guest can replay.
         let text = reproducer("patched", 42, "the kernel died", &ops);
         assert_eq!(fuzz::op::parse_ops(&text).unwrap().len(), 300);

@@ -21,11 +21,8 @@ pub enum Record {
         ops: usize,
         digest: String,
     },
-    /// The guest is shrinking a divergence (a sign of life, no more).
-    Shrinking {
-        tries: usize,
-        ops: usize,
-    },
+    /// A sign of life while the guest shrinks or its threads run.
+    Alive,
     Divergence(Divergence),
     Summary(Summary),
 }
@@ -78,7 +75,7 @@ pub fn read(payloads: &[String]) -> Result<KernelFuzz> {
                 k.ops = k.ops.max(ops);
                 k.digests.push((ops, digest));
             }
-            Record::Shrinking { .. } => {}
+            Record::Alive => {}
             Record::Divergence(d) => k.divergence = Some(d),
             Record::Summary(s) => {
                 k.ops = k.ops.max(s.ops);
@@ -99,7 +96,7 @@ mod tests {
             r#"{"kind":"start","seed":7,"seconds":60,"threads":1,"nodes":2,"client":true}"#,
             r#"{"kind":"progress","ops":250,"digest":"00000000000000aa"}"#,
             r#"{"kind":"progress","ops":500,"digest":"00000000000000bb"}"#,
-            r#"{"kind":"shrinking","tries":12,"ops":300}"#,
+            r#"{"kind":"alive"}"#,
             r#"{"kind":"divergence","seed":7,"step":612,"op":"touch @3.1=r","signature":"page","what":"page @3: absent","ops":null,"shrunk":["create m0 value=8 entries=1"],"shrink_runs":40}"#,
             r#"{"kind":"summary","ops":613,"executed":600,"secs":3.5,"ops_per_sec":171.4,"counts":{"touch":400},"diverged":true}"#,
         ];

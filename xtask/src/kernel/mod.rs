@@ -558,6 +558,45 @@ fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_copied_builds_tool_commands_point_at_the_copy_with_their_mtimes() {
+        let t = crate::util::tempdir();
+        let (from, to) = (t.join("_build-default"), t.join("_build-default+x-1"));
+        let cmd = to.join("tools/objtool/.check.o.cmd");
+        std::fs::create_dir_all(cmd.parent().unwrap()).unwrap();
+        let text = format!(
+            "cmd := cc -o {0}/tools/objtool/check.o {0}/x\n",
+            from.display()
+        );
+        std::fs::write(&cmd, &text).unwrap();
+        let other = to.join("tools/objtool/check.o");
+        std::fs::write(&other, format!("{}/ binary", from.display())).unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&cmd)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        rebase_tool_commands(&to.join("tools"), &from, &to).unwrap();
+        let got = std::fs::read_to_string(&cmd).unwrap();
+        assert_eq!(
+            got,
+            text.replace(
+                &format!("{}/", from.display()),
+                &format!("{}/", to.display())
+            )
+        );
+        assert_eq!(std::fs::metadata(&cmd).unwrap().modified().unwrap(), old);
+        assert!(
+            std::fs::read_to_string(&other)
+                .unwrap()
+                .starts_with(&from.display().to_string()),
+            "only .cmd files"
+        );
+        std::fs::remove_dir_all(t).unwrap();
+    }
+
     fn names(flavors: &[Flavor]) -> Vec<&str> {
         flavors.iter().map(Flavor::name).collect()
     }

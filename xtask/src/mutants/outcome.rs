@@ -25,6 +25,10 @@ pub enum Outcome {
     Unbuildable {
         error: String,
     },
+    /// Its judge broke (the fuzzer, not the kernel): not counted.
+    Undecided {
+        why: String,
+    },
 }
 
 impl Outcome {
@@ -34,6 +38,7 @@ impl Outcome {
             Outcome::Crashed { .. } => "crashed",
             Outcome::Survived => "SURVIVED",
             Outcome::Unbuildable { .. } => "did not build",
+            Outcome::Undecided { .. } => "undecided",
         }
     }
 
@@ -43,6 +48,7 @@ impl Outcome {
             Outcome::Crashed { detail } => detail,
             Outcome::Survived => "every test passed",
             Outcome::Unbuildable { error } => error,
+            Outcome::Undecided { why } => why,
         }
     }
 }
@@ -80,6 +86,7 @@ pub struct Tally {
     pub mutants: usize,
     pub equivalent: usize,
     pub unbuildable: usize,
+    pub undecided: usize,
     pub killed: usize,
     pub crashed: usize,
     pub survived: usize,
@@ -108,6 +115,7 @@ pub fn tally<'a>(
             Some(Outcome::Crashed { .. }) => t.crashed += 1,
             Some(Outcome::Survived) => t.survived += 1,
             Some(Outcome::Unbuildable { .. }) => t.unbuildable += 1,
+            Some(Outcome::Undecided { .. }) => t.undecided += 1,
         }
     }
     out
@@ -116,13 +124,13 @@ pub fn tally<'a>(
 /// The table: one row per patch, the kill rate last.
 pub fn table(tallies: &BTreeMap<String, Tally>) -> String {
     let mut out = String::from(
-        "| patch | mutants | equivalent | did not build | killed | crashed | survived | kill rate |\n|---|---|---|---|---|---|---|---|\n",
+        "| patch | mutants | equivalent | did not build | undecided | killed | crashed | survived | kill rate |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for (patch, t) in tallies {
         let rate = t.kill_rate().map_or("-".into(), |r| format!("{r:.1}%"));
         out.push_str(&format!(
-            "| {patch} | {} | {} | {} | {} | {} | {} | {rate} |\n",
-            t.mutants, t.equivalent, t.unbuildable, t.killed, t.crashed, t.survived
+            "| {patch} | {} | {} | {} | {} | {} | {} | {} | {rate} |\n",
+            t.mutants, t.equivalent, t.unbuildable, t.undecided, t.killed, t.crashed, t.survived
         ));
     }
     out
@@ -175,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn the_kill_rate_leaves_out_equivalent_and_unbuildable_mutants() {
+    fn the_kill_rate_leaves_out_equivalent_unbuildable_and_undecided_mutants() {
         let m = |patch: &str| Mutant {
             id: "x".into(),
             patch: 0,
@@ -187,13 +195,21 @@ mod tests {
             file: "f".into(),
             new_line: 1,
         };
-        let ms = [m("0001"), m("0001"), m("0001"), m("0001"), m("0002")];
+        let ms = [
+            m("0001"),
+            m("0001"),
+            m("0001"),
+            m("0001"),
+            m("0001"),
+            m("0002"),
+        ];
         let killed = Outcome::Killed { by: "t".into() };
         let outcomes = [
             Some(killed.clone()),
             Some(Outcome::Survived),
             None,
             Some(Outcome::Unbuildable { error: "e".into() }),
+            Some(Outcome::Undecided { why: "f".into() }),
             Some(Outcome::Crashed { detail: "p".into() }),
         ];
         let t = tally(ms.iter().zip(outcomes.iter().map(Option::as_ref)));
@@ -201,7 +217,7 @@ mod tests {
         assert_eq!(t["0002"].kill_rate(), Some(100.0));
         let text = table(&t);
         assert!(
-            text.contains("| 0001 | 4 | 1 | 1 | 1 | 0 | 1 | 50.0% |"),
+            text.contains("| 0001 | 5 | 1 | 1 | 1 | 1 | 0 | 1 | 50.0% |"),
             "{text}"
         );
     }

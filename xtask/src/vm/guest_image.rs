@@ -125,9 +125,13 @@ fn read_bin(name: &str) -> Result<Vec<u8>> {
     fs::read(&path).with_context(|| format!("reading the guest binary {}", path.display()))
 }
 
+/// Written beside and renamed into place: a guest booting an image of
+/// the same name never reads a half-written one.
 fn write_image(out: &Path, entries: &[Entry]) -> Result<PathBuf> {
-    let mut file = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
-    write_newc(entries, &mut file).with_context(|| format!("writing {}", out.display()))?;
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    write_newc(entries, &mut file).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, out).with_context(|| format!("renaming {} into place", tmp.display()))?;
     Ok(out.to_path_buf())
 }
 

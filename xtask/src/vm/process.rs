@@ -166,7 +166,8 @@ pub fn run(
         qemu_stderr: Vec::new(),
         kvm_failure: None,
         console_lines: 0,
-        watch_kvm: cfg.accel == qemu::Accel::Kvm,
+        // A guest stopped for gdb is silent by design, not a KVM failure.
+        watch_kvm: cfg.accel == qemu::Accel::Kvm && cfg.gdb.is_none(),
         started,
         allowlist,
         on_guest_output,

@@ -48,6 +48,9 @@ pub struct Session {
     /// A host command whose stdout stays still this long (seconds; 3x on
     /// debug kernels) is hung: the VM is stopped. None: no such limit.
     pub output_stall: Option<u64>,
+    /// How long the results channel may stay still (seconds) instead of
+    /// the default for the accelerator (the fault tests' shorter one).
+    pub results_stall: Option<u64>,
     /// How TCG runs the vCPUs of this run's guests.
     pub tcg_threads: TcgThreads,
     /// The developer's CPUs, memory and arguments for every guest.
@@ -82,6 +85,7 @@ pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Pre
             io: GuestIo::Console,
             host_command: None,
             output_stall: None,
+            results_stall: None,
             tcg_threads: TcgThreads::Multi,
             machine: vm.machine.clone(),
             extra_files: Vec::new(),
@@ -269,6 +273,9 @@ impl Session {
             self.timeout,
             self.host_command.as_ref(),
         );
+        if let Some(secs) = self.results_stall {
+            limits.stall = Duration::from_secs(secs);
+        }
         if let (Some(secs), GuestIo::Command { stdout, .. }) = (self.output_stall, &self.io) {
             limits.stall = Duration::from_secs(secs * slowdown(target.debug));
             limits.output = Some(stdout.clone());
@@ -276,7 +283,9 @@ impl Session {
         limits
     }
 
-    fn hermetic_image(&mut self) -> Result<PathBuf> {
+    /// The run's hermetic initramfs, built on the first call: call it
+    /// before cloning the session for guests that boot side by side.
+    pub fn hermetic_image(&mut self) -> Result<PathBuf> {
         if self.initramfs.is_none() {
             self.initramfs = Some(guest_image::build(&self.run_dir, &self.extra_files)?);
         }

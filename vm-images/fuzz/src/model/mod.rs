@@ -278,10 +278,15 @@ impl Model {
                     return Ret::Skipped;
                 }
                 let mut v = self.layout.remove(r.at).expect("is_exactly");
-                self.unmap(dest);
+                // What was at the destination goes; the map it belonged to
+                // is judged unreachable only with the moved VMA back in.
+                let gone = self.layout.unmap(dest);
                 v.start = to;
                 // The page tables move with it.
                 self.layout.insert(v);
+                for g in gone {
+                    self.forget_if_unreachable(g.map);
+                }
                 Ret::Ok
             }
             _ => Ret::Skipped,
@@ -589,5 +594,46 @@ impl Model {
         let mapped = fault(fill, &v.present, &v.map_pages(), mp);
         v.present.extend(mapped);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(text: &str) -> Vec<Op> {
+        crate::op::parse_ops(text).unwrap()
+    }
+
+    #[test]
+    fn a_mapping_moved_over_its_own_maps_last_other_mapping_keeps_the_map() {
+        let mut m = Model::new(Kernel::Patched, 2, false);
+        for op in ops("create m0 value=4096 entries=16\n\
+             mmap @0+4 m0 pgoff=0 rw\n\
+             mmap @10+4 m0 pgoff=4 rw\n\
+             close m0\n\
+             mremap @0+4 to=@10\n")
+        {
+            assert_ne!(m.apply(&op), Ret::Skipped, "{op}");
+        }
+        assert!(m.maps.contains_key(&0), "the moved mapping still holds m0");
+        assert_eq!(m.ranges_of(0), [Range { at: 10, pages: 4 }]);
+        // Its last mapping gone, the map is gone.
+        m.apply(&Op::Munmap(Range { at: 10, pages: 4 }));
+        assert!(!m.maps.contains_key(&0));
+    }
+
+    #[test]
+    fn a_zapped_page_is_a_hole_on_base_and_faults_in_again_elsewhere() {
+        let touch = "create m0 value=4096 entries=4\n\
+                     mmap @0+4 m0 pgoff=0 rw\n\
+                     madvise @1+1 dontneed\n\
+                     touch @1.0=r\n";
+        let last = |k: Kernel| {
+            let mut m = Model::new(k, 1, false);
+            ops(touch).iter().map(|op| m.apply(op)).last().unwrap()
+        };
+        assert_eq!(last(Kernel::Base), Ret::Signal(libc::SIGBUS));
+        assert_eq!(last(Kernel::Adaptive), Ret::Value(0));
     }
 }
