@@ -97,6 +97,8 @@ pub fn fuzz_kernels(
             0o644,
         ));
     }
+    // Once, before the guests that boot side by side clone the session.
+    session.hermetic_image()?;
     eprintln!(
         "== fuzz: seed {}, {} s per kernel, {} thread(s){}",
         plan.seed,

@@ -128,7 +128,9 @@ fn read_bin(name: &str) -> Result<Vec<u8>> {
 /// Written beside and renamed into place: a guest booting an image of
 /// the same name never reads a half-written one.
 fn write_image(out: &Path, entries: &[Entry]) -> Result<PathBuf> {
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    static WRITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = out.with_extension(format!("tmp{}-{n}", std::process::id()));
     let mut file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     write_newc(entries, &mut file).with_context(|| format!("writing {}", tmp.display()))?;
     fs::rename(&tmp, out).with_context(|| format!("renaming {} into place", tmp.display()))?;
