@@ -86,9 +86,13 @@ pub fn parse(text: &str, list: &'static str) -> Result<Vec<Entry>> {
             );
         }
         // test_progs takes its lists comma-separated; subtest names have
-        // spaces (and test_maps's names none).
+        // spaces (and test_maps's names none). test_verifier's are matched
+        // here, whole, and some have commas.
         let spaces_allowed = runner != Some(Runner::Maps);
-        if (!spaces_allowed && name.contains(char::is_whitespace)) || name.contains(',') {
+        let commas_allowed = runner == Some(Runner::Verifier);
+        if (!spaces_allowed && name.contains(char::is_whitespace))
+            || (!commas_allowed && name.contains(','))
+        {
             bail!(
                 "line {}: `{name}` is not one test name (no spaces or commas)",
                 i + 1
@@ -153,6 +157,9 @@ mod tests {
         assert!(err.contains("line 1: `mmap` has no reason"), "{err}");
         assert!(parse("test_maps:a b # two\n", "TEST").is_err());
         assert!(parse("a,b # two\n", "TEST").is_err());
+        // test_verifier's names are matched whole: a comma is a name's.
+        let v = parse("test_verifier:valid 1,2 reads # why\n", "TEST").unwrap();
+        assert_eq!(for_runner(&v, Runner::Verifier).len(), 1);
     }
 
     #[test]
