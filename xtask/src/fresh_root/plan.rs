@@ -87,11 +87,14 @@ impl Form {
             // ci's cheap steps install every host tool they need; the
             // kselftest run installs clang/LLVM/lld and virtiofsd, builds
             // the patched kernel and test_progs and boots it, vmtest boots
-            // it with the plan.
+            // it with the plan, the fuzzer builds its libbpf client, and
+            // the developer flags' tests install gdb.
             Form::Quick => &[
                 "cargo xtask ci --step fmt,clippy,unit,workflow-lint,patches",
                 "cargo xtask kselftest --kernel patched",
                 "cargo xtask vmtest --kernel patched",
+                "cargo xtask fuzz --kernel patched --seconds 30 --seed 1",
+                "cargo xtask ci --step devflags",
             ],
             Form::Custom => &[],
         }
