@@ -85,13 +85,14 @@ impl Form {
         match self {
             Form::Full => &["cargo xtask vmtest", "cargo xtask ci"],
             // ci's cheap steps install every host tool they need; the
-            // kselftest run installs clang/LLVM/lld and virtiofsd, builds
+            // kselftest run (ci's runners: test_maps alone takes 11
+            // minutes) installs clang/LLVM/lld and virtiofsd, builds
             // the patched kernel and test_progs and boots it, vmtest boots
             // it with the plan, the fuzzer builds its libbpf client, and
             // the developer flags' tests install gdb.
             Form::Quick => &[
                 "cargo xtask ci --step fmt,clippy,unit,workflow-lint,patches",
-                "cargo xtask kselftest --kernel patched",
+                "cargo xtask kselftest --kernel patched --runner test_progs,test_progs-no_alu32,test_progs-cpuv4,test_verifier",
                 "cargo xtask vmtest --kernel patched",
                 "cargo xtask fuzz --kernel patched --seconds 30 --seed 1",
                 "cargo xtask ci --step devflags",
