@@ -241,6 +241,22 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
         plan.seed,
         fuzzed.run_dir.display()
     );
+    // One closing line in the form of vmtest's and kselftest's, a kernel
+    // a result: what fresh-root's record and a CI log's reader look for.
+    let clean = verdicts
+        .iter()
+        .filter(|v| matches!(v, Verdict::Clean))
+        .count();
+    let failed = verdicts.len() - clean + usize::from(disagree.is_some());
+    println!(
+        "fuzz: {clean} passed, {failed} failed (a kernel each{}, seed {})",
+        if disagree.is_some() {
+            ", and one the series' kernels disagreeing"
+        } else {
+            ""
+        },
+        plan.seed
+    );
     let diverged =
         disagree.is_some() || verdicts.iter().any(|v| matches!(v, Verdict::Diverged(..)));
     let infra = verdicts
