@@ -164,13 +164,13 @@ fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
 /// CI's but test_maps, which runs for 11 minutes per kernel under TCG
 /// (655 s measured on base, its stress tests fork hundreds of tasks), 3x
 /// on a debug kernel: `cargo xtask kselftest` runs it.
-const CI_RUNNERS: &str = "test_progs,test_progs-no_alu32,test_progs-cpuv4,test_verifier";
+pub const CI_RUNNERS: &str = "test_progs,test_progs-no_alu32,test_progs-cpuv4,test_verifier";
 
 /// The runner on the debug kernel: test_progs alone, whose default set
 /// holds the tests that map maps (mmap, ringbuf, arena, skeletons). The
 /// flavors run the same tests on the same kernel paths with BPF programs
 /// compiled otherwise, and test_verifier runs no map mapping: on
-/// adaptive-debug they cost 337 s of 444 (measured 2026-12-03), which a
+/// adaptive-debug they cost 338 s of 444 (measured 2026-12-03), which a
 /// cold run on the slower machines cannot spare. They run on the five
 /// lean kernels, and `cargo xtask kselftest --kernel adaptive --debug`
 /// runs them all.

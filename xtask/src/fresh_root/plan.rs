@@ -320,6 +320,20 @@ mod tests {
     }
 
     #[test]
+    fn the_quick_forms_kselftest_runs_cis_runners() {
+        // The quick form spells ci's runner list out (its commands are
+        // static strings): this holds the two together.
+        let want = format!("--runner {}", crate::commands::ci::CI_RUNNERS);
+        assert!(
+            Form::Quick
+                .commands()
+                .iter()
+                .any(|c| c.starts_with("cargo xtask kselftest ") && c.ends_with(&want)),
+            "the quick form's kselftest does not run ci's runners ({want})"
+        );
+    }
+
+    #[test]
     fn the_full_form_is_readmes_two_commands() {
         let readme = std::fs::read_to_string(crate::project::root().join("README.md")).unwrap();
         for c in Form::Full.commands() {
