@@ -450,6 +450,23 @@ pub struct BenchArgs {
     /// Where to write bench.json and sweep.svg (default: target/bench).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// The guest's clock: icount (guest instructions, 1 ns each: the
+    /// same from boot to boot; TCG only) or wall. Default: icount under
+    /// TCG, wall under KVM.
+    #[arg(long, value_enum)]
+    pub clock: Option<crate::report::grid::Clock>,
+    /// Write every row's instructions and faults to docs/bench/icount.json,
+    /// the record `--gate` holds runs to (icount only).
+    #[arg(long)]
+    pub record: bool,
+    /// Exit 1 when a one-thread row of 1 ms or more is unsteady (boots
+    /// more than 1% apart) or a row is worse than docs/bench/icount.json
+    /// by more than its own spread (icount only; what ci runs).
+    #[arg(long)]
+    pub gate: bool,
+    /// Exit 1 when a target of the series' head variant is MISSED.
+    #[arg(long)]
+    pub gate_targets: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -6,6 +6,7 @@
 //! Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 
 mod fill;
+mod grid;
 mod stats;
 mod sys;
 mod threads;
@@ -14,13 +15,16 @@ use serde::Serialize;
 use stats::{Summary, MEMORY_TOUCH_MAX, SWEEP_TOUCH_MAX, TABLE_SIZE};
 use sys::{describe, ArrayMap, Mapping, Results};
 
-const USAGE: &str = "usage: bench --kernel NAME --results PATH [--quick] [--iterations N]";
+const USAGE: &str =
+    "usage: bench --kernel NAME --results PATH [--quick] [--grid-only] [--iterations N]";
 
 #[derive(Debug, PartialEq, Eq)]
 struct Options {
     kernel: String,
     results: String,
     quick: bool,
+    /// Only the grid (`grid.rs`): what the targets and the gate read.
+    grid_only: bool,
     iterations: usize,
 }
 
@@ -86,6 +90,12 @@ impl Scenario {
             Scenario::ReadAll => (0..pages).collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// Whether the pattern goes through every page in order (either
+    /// way): threads sharing a mapping then split it into runs.
+    fn sweeps(self) -> bool {
+        self.touch() || matches!(self, Scenario::ReadAll | Scenario::ReverseSweep)
     }
 
     /// Whether the pattern reads its pages rather than writes them.
@@ -191,6 +201,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     let mut kernel = None;
     let mut results = None;
     let mut quick = false;
+    let mut grid_only = false;
     let mut iterations = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -199,6 +210,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
             "--kernel" => kernel = Some(value()?),
             "--results" => results = Some(value()?),
             "--quick" => quick = true,
+            "--grid-only" => grid_only = true,
             "--iterations" => {
                 let v = value()?;
                 match v.parse::<usize>() {
@@ -214,6 +226,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
         kernel: kernel.ok_or("--kernel is required")?,
         results: results.ok_or("--results is required")?,
         quick,
+        grid_only,
         iterations: iterations.unwrap_or(if quick { 10 } else { 30 }),
     }))
 }
@@ -228,9 +241,12 @@ fn run(opts: &Options) -> Result<(), String> {
         if opts.quick { ", quick" } else { "" }
     );
     let start = sys::now_ns();
-    table(&mut results, opts.iterations)?;
-    let largest = sweep(&mut results, opts)?;
-    memory(&mut results, largest)?;
+    if !opts.grid_only {
+        table(&mut results, opts.iterations)?;
+        let largest = sweep(&mut results, opts)?;
+        memory(&mut results, largest)?;
+    }
+    grid::run(&mut results, opts.iterations)?;
     println!(
         "bench: done in {:.1}s",
         (sys::now_ns() - start) as f64 / 1e9
@@ -319,9 +335,9 @@ fn threaded(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<
         println!("\n{kind}: {n} threads, {mode:?} mapping(s):");
         print_header();
         for scenario in threads::SCENARIOS {
-            let samples = threads::block(map, scenario, (mode, n), threads::iterations(iterations))
+            let block = threads::block(map, scenario, (mode, n), threads::iterations(iterations))
                 .map_err(|e| format!("{}: {e}", threads::label(kind, scenario)))?;
-            emit_timing(results, kind, scenario, map.size, &samples)?;
+            emit_timing(results, kind, scenario, map.size, &block.samples)?;
         }
     }
     Ok(())
@@ -503,14 +519,20 @@ fn time_cycle(map: &ArrayMap, scenario: Scenario, sparse: &[usize]) -> Result<(u
     let mapping = Mapping::new(map, scenario.populate())
         .map_err(|e| describe(&format!("mmap ({})", scenario.name()), &e))?;
     let mapped = sys::now_ns();
-    if scenario.touch() {
-        mapping.touch_all();
-    }
-    access(&mapping, scenario, sparse);
+    apply_pattern(&mapping, scenario, sparse);
     mapping
         .unmap()
         .map_err(|e| describe(&format!("munmap ({})", scenario.name()), &e))?;
     Ok((sys::now_ns() - start, mapped - start))
+}
+
+/// What `scenario` does to a fresh mapping: every page written, or
+/// `pages` read or written (`sparse_pages`).
+fn apply_pattern(mapping: &Mapping, scenario: Scenario, pages: &[usize]) {
+    if scenario.touch() {
+        mapping.touch_all();
+    }
+    access(mapping, scenario, pages);
 }
 
 /// Reads or writes `pages` of `mapping`, as `scenario` does.
@@ -596,7 +618,11 @@ mod tests {
             (o.kernel.as_str(), o.results.as_str()),
             ("base", "/dev/ttyS1")
         );
-        assert_eq!((o.quick, o.iterations), (false, 30));
+        assert_eq!((o.quick, o.grid_only, o.iterations), (false, false, 30));
+        let o = parse_args(&args("--kernel k --results r --grid-only"))
+            .unwrap()
+            .unwrap();
+        assert!(o.grid_only);
         let o = parse_args(&args("--quick --results r --kernel k"))
             .unwrap()
             .unwrap();

@@ -131,6 +131,22 @@ pub unsafe fn touch_pages_at(addr: usize, len: usize, pages: &[usize]) {
     }
 }
 
+/// Reads one byte of each of `pages` of the `len`-byte mapping at
+/// `addr`; their sum, so the loads stay.
+///
+/// # Safety
+/// `addr..addr + len` must stay a readable mapping throughout.
+pub unsafe fn read_pages_at(addr: usize, len: usize, pages: &[usize]) -> u64 {
+    pages
+        .iter()
+        .map(|&page| {
+            assert!(page * PAGE < len, "page {page} outside the mapping");
+            // SAFETY: inside the mapping, which the caller keeps in place.
+            u64::from(unsafe { (addr as *const u8).add(page * PAGE).read_volatile() })
+        })
+        .sum()
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: as in unmap(); only reached on paths that did not unmap.
@@ -138,7 +154,6 @@ impl Drop for Mapping {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds.
 /// Minor page faults this process has taken so far.
 pub fn minor_faults() -> u64 {
     // SAFETY: an all-zero rusage is valid, and getrusage fills it.
@@ -148,6 +163,7 @@ pub fn minor_faults() -> u64 {
     ru.ru_minflt as u64
 }
 
+/// CLOCK_MONOTONIC in nanoseconds.
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -206,6 +222,19 @@ impl Results {
             .map_err(|e| describe(&format!("write results {}", self.path), &e))?;
         print!("{line}");
         Ok(())
+    }
+
+    /// Waits until the results port and the console have sent all they
+    /// were given: a UART still sending interrupts the guest at times
+    /// the host decides, which icount's guest time would count.
+    pub fn drain(&self) {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        for fd in [self.file.as_raw_fd(), libc::STDOUT_FILENO] {
+            // SAFETY: tcdrain on an open descriptor; ENOTTY (a file or a
+            // pipe) is fine: nothing is queued in a UART then.
+            unsafe { libc::tcdrain(fd) };
+        }
     }
 }
 

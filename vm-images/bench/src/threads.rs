@@ -50,24 +50,34 @@ pub fn share(scenario: Scenario, mode: Mode, t: usize, threads: usize, pages: us
     };
     match mode {
         Mode::Own => all,
-        Mode::Shared if scenario.touch() => {
-            all[t * pages / threads..(t + 1) * pages / threads].to_vec()
+        // A sweep stays a sweep: each thread takes a run of its own.
+        Mode::Shared if scenario.sweeps() => {
+            let n = all.len();
+            all[t * n / threads..(t + 1) * n / threads].to_vec()
         }
         Mode::Shared => all.into_iter().skip(t).step_by(threads).collect(),
     }
 }
 
-/// `warmup + iterations` cycles of one row; the timed ones' (whole cycle,
-/// 0) pairs, as `time_cycle` gives them (the mmap() alone is not timed
-/// here). A failed mmap() or munmap() ends the row with its error once
-/// every thread has run the cycles out: none may leave the others waiting
-/// at a barrier.
+/// What one row's block measured.
+pub struct Block {
+    /// The timed cycles' (whole cycle, 0) pairs, as `time_cycle` gives
+    /// them (the mmap() alone is not timed here).
+    pub samples: Vec<(u64, u64)>,
+    /// Minor faults of every thread over the timed cycles: counted from
+    /// the first timed cycle, when the workers' own stacks are faulted in.
+    pub faults: u64,
+}
+
+/// `warmup + iterations` cycles of one row. A failed mmap() or munmap()
+/// ends the row with its error once every thread has run the cycles out:
+/// none may leave the others waiting at a barrier.
 pub fn block(
     map: &ArrayMap,
     scenario: Scenario,
     (mode, threads): (Mode, usize),
     (warmup, iterations): (usize, usize),
-) -> Result<Vec<(u64, u64)>, String> {
+) -> Result<Block, String> {
     let pages = map.size as usize / sys::PAGE;
     let cycles = warmup + iterations;
     let start = Barrier::new(threads + 1);
@@ -79,6 +89,7 @@ pub fn block(
         failed.lock().unwrap().get_or_insert(e);
     };
     let mut samples = Vec::with_capacity(iterations);
+    let mut faults_before = 0;
     std::thread::sleep(std::time::Duration::from_millis(20));
     thread::scope(|s| {
         for t in 0..threads {
@@ -95,6 +106,9 @@ pub fn block(
             });
         }
         for cycle in 0..cycles {
+            if cycle == warmup {
+                faults_before = sys::minor_faults();
+            }
             let t0 = sys::now_ns();
             let shared = match mode {
                 Mode::Shared => Mapping::new(map, scenario.populate())
@@ -115,10 +129,11 @@ pub fn block(
             }
         }
     });
+    let faults = sys::minor_faults() - faults_before;
     let first_error = failed.lock().unwrap().take();
     match first_error {
         Some(e) => Err(e),
-        None => Ok(samples),
+        None => Ok(Block { samples, faults }),
     }
 }
 
@@ -134,15 +149,26 @@ fn work(
         Mode::Own => {
             let m = Mapping::new(map, scenario.populate())
                 .map_err(|e| describe("mmap (own, threads)", &e))?;
-            m.touch_pages(pages);
+            if scenario.reads() {
+                std::hint::black_box(m.read_pages(pages));
+            } else {
+                m.touch_pages(pages);
+            }
             m.unmap().map_err(|e| describe("munmap (own, threads)", &e))
         }
         // The main thread's mmap() failed: it reports that.
         Mode::Shared if shared_at == 0 => Ok(()),
         Mode::Shared => {
+            let len = map.size as usize;
             // SAFETY: the main thread keeps the mapping at `shared_at`
             // (map.size bytes) until every worker has passed `done`.
-            unsafe { sys::touch_pages_at(shared_at, map.size as usize, pages) };
+            unsafe {
+                if scenario.reads() {
+                    std::hint::black_box(sys::read_pages_at(shared_at, len, pages));
+                } else {
+                    sys::touch_pages_at(shared_at, len, pages);
+                }
+            }
             Ok(())
         }
     }
@@ -164,8 +190,11 @@ mod tests {
 
     #[test]
     fn shares_split_the_pages_without_overlap() {
-        let pages = 2048;
-        for scenario in SCENARIOS {
+        for (scenario, pages) in SCENARIOS
+            .iter()
+            .chain(&crate::grid::PATTERNS)
+            .flat_map(|s| crate::grid::PAGES.map(|p| (*s, p)))
+        {
             for threads in [2, 4] {
                 let mut all: Vec<usize> = (0..threads)
                     .flat_map(|t| share(scenario, Mode::Shared, t, threads, pages))
@@ -183,6 +212,14 @@ mod tests {
                 );
             }
         }
-        assert!(share(Scenario::NopopulateNoaccess, Mode::Own, 0, 2, pages).is_empty());
+        assert!(share(Scenario::NopopulateNoaccess, Mode::Own, 0, 2, 2048).is_empty());
+        // A sweep shared by threads is runs of it, each in the sweep's
+        // order (the window grows along them).
+        assert_eq!(
+            share(Scenario::ReverseSweep, Mode::Shared, 1, 2, 8),
+            [3, 2, 1, 0]
+        );
+        assert_eq!(share(Scenario::ReadAll, Mode::Shared, 0, 4, 8), [0, 1]);
+        assert_eq!(share(Scenario::Stride2, Mode::Shared, 1, 2, 8), [2, 6]);
     }
 }

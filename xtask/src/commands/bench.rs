@@ -1,9 +1,11 @@
-//! `cargo xtask bench`: the seed's timing table, measured on each kernel in
-//! one run, side by side, plus the sparse patterns, the prefault window's
-//! targets, the size sweep and its plot.
+//! `cargo xtask bench`: every kernel measured in one run, side by side:
+//! the grid of patterns, sizes and threads (the seed's table among its
+//! rows), under icount with the model's estimate for the seed's machine;
+//! the head variant's targets; and CI's gate on steadiness and on the
+//! record (`docs/bench/icount.json`).
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -12,20 +14,49 @@ use guest_common::protocol::Program;
 use crate::cli::BenchArgs;
 use crate::host_noise;
 use crate::hostdeps;
+use crate::kernel::series::Series;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::bench::KernelBench;
-use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary, table};
+use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary};
 use crate::report::fill::fill_table;
+use crate::report::gate::{regressions, unsteady_report, BenchRecord};
+use crate::report::grid::{grid_table, Clock};
+use crate::report::model::{fit_report, seed_cells, Cell, Model};
 use crate::report::plot;
 use crate::report::protocol::Outcome;
+use crate::report::seed::seed_table;
 use crate::report::sparse::sparse_table;
-use crate::report::targets::window_targets;
+use crate::report::targets::targets;
 use crate::report::threads::threads_table;
+use crate::vm::qemu::{Accel, AccelChoice, TcgThreads};
 use crate::vm::session::{self, GuestRun, Prepared, Session};
 use crate::vm::targets::Target;
 
+/// Kernel arguments of every icount boot.
+const FIXED_LAYOUT: [&str; 2] = ["nokaslr", "norandmaps"];
+
 /// How long the host's memory is probed after each round of boots.
 const HOST_NOISE_PROBE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What the boots gave: every kernel's records, the clock they were
+/// taken on, the host's noise between rounds (wall clock only).
+struct Measured {
+    results: Vec<KernelBench>,
+    clock: Clock,
+    host_noise: Vec<Option<host_noise::Noise>>,
+}
+
+/// The model and the cells it was fitted on, and where they came from.
+struct Calibrated {
+    model: Model,
+    cells: Vec<Cell>,
+    source: String,
+}
+
+/// The record `--record` writes and `--gate` reads.
+pub fn record_path() -> PathBuf {
+    project::root().join("docs/bench/icount.json")
+}
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
@@ -33,60 +64,281 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--repeat 0: at least one boot per kernel is needed");
     }
     let source = args.source.config()?;
+    let mut boot = args.vm.boot();
+    boot.accel = accel_for(args.clock, boot.accel, args.record || args.gate)?;
+    if args.clock != Some(Clock::Wall) {
+        // One address layout in every boot: with KASLR and mmap's random
+        // base, a cycle's instructions move from boot to boot with where
+        // its page tables and VMAs land (up to 20% on rows of 10k).
+        boot.machine
+            .append
+            .splice(0..0, FIXED_LAYOUT.map(String::from));
+        // One vCPU: with several on icount's one host thread, TCG switches
+        // vCPUs on the host's clock, and threads sharing a mapping then
+        // interleave (and spin on each other's locks) differently in each
+        // boot: 4-thread rows 25-32% apart, 29 of 225 rows over 1%. With
+        // one, 1 row of 675 is over 1%, and none by more than 1.3%.
+        boot.machine.cpus.get_or_insert(1);
+    }
+    let head = Series::load(&source.patches)?.whole().name.clone();
     hostdeps::ensure_boot(&source)?;
     let Prepared {
-        targets,
+        targets: kernels,
         mut session,
-    } = session::prepare(&source, &args.vm.boot(), "bench")?;
-    let mut results: Vec<KernelBench> = targets
+    } = session::prepare(&source, &boot, "bench")?;
+    session.tcg_threads = match args.clock {
+        Some(Clock::Wall) => TcgThreads::Multi,
+        _ => TcgThreads::Icount,
+    };
+    let measured = match boot_all(&mut session, &kernels, repeat, &args) {
+        Ok(done) => done,
+        Err(code) => return Ok(code),
+    };
+    let model = model_for(&measured.results, measured.clock);
+    let verdict = report(&args, &measured, model.as_ref(), &head)?;
+    if args.record {
+        write_record(&measured.results, args.quick)?;
+    }
+    Ok(verdict)
+}
+
+/// The accelerator a clock needs: icount counts TCG's instructions, so
+/// it takes TCG (`auto` becomes `tcg`) and refuses KVM.
+fn accel_for(clock: Option<Clock>, accel: AccelChoice, needs_icount: bool) -> Result<AccelChoice> {
+    let icount = clock == Some(Clock::Icount) || (clock.is_none() && needs_icount);
+    match (icount, accel, clock) {
+        (_, _, Some(Clock::Wall)) if needs_icount => {
+            bail!("--record and --gate compare guest instructions: drop --clock wall")
+        }
+        (true, AccelChoice::Kvm, _) => bail!(
+            "--clock icount counts TCG's guest instructions; KVM has no such clock: use --accel tcg or --clock wall"
+        ),
+        (true, _, _) => Ok(AccelChoice::Tcg),
+        (false, a, _) => Ok(a),
+    }
+}
+
+/// Every kernel booted `repeat` times, interleaved so drift on a noisy
+/// host hits all; the records, the clock they were taken on, and the
+/// host's noise between rounds. Err: the exit code that ends the run.
+fn boot_all(
+    session: &mut Session,
+    kernels: &[Target],
+    repeat: usize,
+    args: &BenchArgs,
+) -> Result<Measured, ExitCode> {
+    let mut results: Vec<KernelBench> = kernels
         .iter()
         .map(|t| KernelBench {
             kernel: t.name.clone(),
             boots: vec![],
         })
         .collect();
-    let mut accel = "?";
+    let mut clock = Clock::Wall;
     let mut host_noise = vec![];
-    // Interleave boots across kernels so drift on a noisy host hits all.
     for round in 0..repeat {
-        for (target, bench) in targets.iter().zip(results.iter_mut()) {
+        for (target, bench) in kernels.iter().zip(results.iter_mut()) {
             crate::status!(&target.name, "benchmark boot {} of {repeat}", round + 1);
-            let run = match boot_once(&mut session, target, args.quick) {
-                Ok(run) => run,
-                Err(code) => return Ok(code),
-            };
-            accel = run.accel.name();
-            bench.boots.push(parse_records(&run.report.bench)?);
+            let run = boot_once(session, target, args.quick)?;
+            if run.accel == Accel::Tcg && session.tcg_threads == TcgThreads::Icount {
+                clock = Clock::Icount;
+            }
+            let records = parse_records(&run.report.bench).map_err(|e| {
+                eprintln!("error: benchmarking {}: {e:#}", target.name);
+                ExitCode::from(EXIT_INFRA)
+            })?;
+            bench.boots.push(records);
         }
-        // Between rounds, with no VM running: the host's own swing.
-        host_noise.push(host_noise::probe(HOST_NOISE_PROBE));
+        // Between rounds, with no VM running: the host's own swing, which
+        // a wall clock sees and icount does not.
+        if clock == Clock::Wall {
+            host_noise.push(host_noise::probe(HOST_NOISE_PROBE));
+        }
     }
-    let text = format!(
-        "{}{}{}{}{}{}\n{}",
-        table(&results, accel),
-        sparse_table(&results),
-        threads_table(&results),
-        fill_table(&results),
-        window_targets(&results),
-        sweep_summary(&results),
-        host_noise::summary(&host_noise),
-    );
+    Ok(Measured {
+        results,
+        clock,
+        host_noise,
+    })
+}
+
+/// The model fitted on this run's base and patched, else on the record's.
+fn model_for(results: &[KernelBench], clock: Clock) -> Option<Calibrated> {
+    if clock != Clock::Icount {
+        return None;
+    }
+    let from_run = seed_cells(|kernel, scenario| {
+        let k = results.iter().find(|k| k.kernel == kernel)?;
+        let key = crate::report::grid::RowKey::find(scenario, 2048, 1)?;
+        crate::report::grid::combined(k, &key).map(|c| (c.median_ns, c.user_faults))
+    });
+    let (cells, source) = match from_run {
+        Some(cells) => (cells, "this run's base and patched".to_string()),
+        None => {
+            let record = read_record().ok()?;
+            let cells = seed_cells(|kernel, scenario| {
+                record.kernels.get(kernel)?.iter().find_map(|r| {
+                    (r.scenario == scenario && r.pages == 2048 && r.threads == 1)
+                        .then_some((r.instructions, r.user_faults))
+                })
+            })?;
+            (
+                cells,
+                format!(
+                    "the record's base and patched ({})",
+                    record_path().display()
+                ),
+            )
+        }
+    };
+    Model::fit(&cells).map(|model| Calibrated {
+        model,
+        cells,
+        source,
+    })
+}
+
+/// Prints the tables and writes bench.json, table.txt and sweep.svg;
+/// the exit code the gates give.
+fn report(
+    args: &BenchArgs,
+    measured: &Measured,
+    model: Option<&Calibrated>,
+    head: &str,
+) -> Result<ExitCode> {
+    let (results, clock) = (&measured.results[..], measured.clock);
+    let m = model.map(|c| &c.model);
+    let mut text = seed_table(results, clock, m);
+    if let Some(c) = model {
+        text.push_str(&fit_report(&c.model, &c.cells, &c.source));
+    }
+    text.push_str(&grid_table(results, clock, m));
+    let (steadiness, unsteady) = unsteady_report(results);
+    if clock == Clock::Icount {
+        text.push_str(&steadiness);
+    }
+    if !args.quick {
+        text.push_str(&format!(
+            "{}{}{}{}",
+            sparse_table(results),
+            threads_table(results),
+            fill_table(results),
+            sweep_summary(results)
+        ));
+    }
+    let goals = targets(results, head, clock, m);
+    if let Some(t) = &goals {
+        text.push_str(&t.text);
+    }
+    text.push_str(&format!(
+        "
+{}",
+        host_noise::summary(&measured.host_noise)
+    ));
     println!("{text}");
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| project::root().join("target/bench"));
-    let mut json = summary_json(accel, args.quick, repeat, &results);
-    json["host_noise"] = serde_json::json!(host_noise);
-    write_outputs(&out, &text, &json, accel, &results)?;
-    Ok(ExitCode::SUCCESS)
+    let mut json = summary_json(
+        clock.name(),
+        args.quick,
+        results.first().map_or(0, |k| k.boots.len()),
+        results,
+    );
+    json["host_noise"] = serde_json::json!(measured.host_noise);
+    write_outputs(&out, &text, &json, clock, results)?;
+    let mut failed = false;
+    if args.gate {
+        failed |= gate(results, clock, unsteady, args.quick)?;
+    }
+    if args.gate_targets {
+        failed |= gate_targets(goals.as_ref(), head);
+    }
+    Ok(if failed {
+        ExitCode::from(EXIT_TESTS_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// CI's gate: steadiness and the record. True when it failed.
+fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, quick: bool) -> Result<bool> {
+    if clock != Clock::Icount {
+        bail!("--gate compares guest instructions, and this run was on a wall clock (KVM): use --accel tcg");
+    }
+    let record = read_record()?;
+    if record.quick != quick {
+        bail!(
+            "{} was recorded {} --quick and this run is {}: the rows' cycles differ; run as recorded, or record again",
+            record_path().display(),
+            if record.quick { "with" } else { "without" },
+            if quick { "with it" } else { "without it" }
+        );
+    }
+    let (worse, compared) = regressions(&record, results);
+    for w in &worse {
+        eprintln!("bench gate: worse than the record: {w}");
+    }
+    if unsteady > 0 {
+        eprintln!("bench gate: {unsteady} one-thread row(s) of 1 ms or more are unsteady (boots more than 1% apart; listed above)");
+    }
+    if compared == 0 {
+        eprintln!(
+            "bench gate: no row of this run is in {}: nothing was compared",
+            record_path().display()
+        );
+        return Ok(true);
+    }
+    let failed = !worse.is_empty() || unsteady > 0;
+    eprintln!(
+        "bench gate: {} of {compared} rows within the record, {unsteady} unsteady: {}",
+        compared - worse.len().min(compared),
+        if failed { "FAILED" } else { "passed" }
+    );
+    Ok(failed)
+}
+
+fn gate_targets(goals: Option<&crate::report::targets::Targets>, head: &str) -> bool {
+    match goals {
+        None => {
+            eprintln!("bench: --gate-targets needs base, patched and {head} in the run");
+            true
+        }
+        Some(t) if t.missed > 0 || t.met == 0 => {
+            eprintln!("bench: {} target(s) of {head} MISSED", t.missed);
+            true
+        }
+        Some(_) => false,
+    }
+}
+
+fn read_record() -> Result<BenchRecord> {
+    let path = record_path();
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {}: make it with `cargo xtask bench --record`",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn write_record(results: &[KernelBench], quick: bool) -> Result<()> {
+    let path = record_path();
+    let record = BenchRecord::of(results, quick);
+    crate::util::write_atomic(&path, serde_json::to_string_pretty(&record)?.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }
 
 /// One benchmark boot, or the exit code that ends the run (said why on
 /// stderr): the VM failed, the benchmark failed, or the kernel splatted.
 fn boot_once(session: &mut Session, target: &Target, quick: bool) -> Result<GuestRun, ExitCode> {
+    // CI's quick run measures the grid alone: what the gate reads.
     let args = if quick {
-        vec!["--quick".into()]
+        vec!["--quick".into(), "--grid-only".into()]
     } else {
         vec![]
     };
@@ -130,7 +382,7 @@ fn write_outputs(
     out: &Path,
     text: &str,
     json: &serde_json::Value,
-    accel: &str,
+    clock: Clock,
     results: &[KernelBench],
 ) -> Result<()> {
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -139,7 +391,10 @@ fn write_outputs(
     fs::write(
         out.join("sweep.svg"),
         plot::svg(
-            &format!("mmap()+munmap() of a BPF_F_MMAPABLE array map ({accel})"),
+            &format!(
+                "mmap()+munmap() of a BPF_F_MMAPABLE array map ({} clock)",
+                clock.name()
+            ),
             "map size",
             "time (µs)",
             &sweep_series(results),

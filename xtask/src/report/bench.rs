@@ -126,88 +126,8 @@ pub fn us(ns: f64) -> String {
     }
 }
 
-/// The table in the seed's format: one column per kernel, each later
-/// kernel's time as a multiple of the first's (base), and the seed's own
-/// figures for reference.
-pub fn table(kernels: &[KernelBench], accel: &str) -> String {
-    let mut out = String::new();
-    let boots = kernels.first().map_or(0, |k| k.boots.len());
-    writeln!(
-        out,
-        "Time for one mmap()+munmap() of an 8MiB mmap-able array map ({accel}, median of {boots} boot(s); ± is the spread across boots):\n"
-    )
-    .unwrap();
-    let mut head = format!("  {:<36}", "");
-    for k in kernels {
-        write!(head, "{:>18}", k.kernel).unwrap();
-    }
-    let first = kernels.first().map_or("", |k| k.kernel.as_str());
-    for k in kernels.iter().skip(1) {
-        write!(head, "{:>18}", format!("{}/{first}", k.kernel)).unwrap();
-    }
-    write!(head, "   {:>11} {:>9}", "seed before", "after").unwrap();
-    writeln!(out, "{}", head.trim_end()).unwrap();
-    for (scenario, label, seed_before, seed_after) in SEED_ROWS {
-        let mut line = format!("  {label:<36}");
-        let rows: Vec<Option<(f64, f64)>> = kernels
-            .iter()
-            .map(|k| combined(k, "scenario", scenario, TABLE_SIZE))
-            .collect();
-        for row in &rows {
-            let cell = match row {
-                Some((m, spread)) => format!("{} ±{:.0}%", us(*m), spread * 100.0),
-                None => "-".to_string(),
-            };
-            write!(line, "{cell:>18}").unwrap();
-        }
-        let medians: Vec<Option<f64>> = rows.iter().map(|r| r.map(|(m, _)| m)).collect();
-        for m in medians.iter().skip(1) {
-            write!(line, "{:>18}", ratio(*m, medians[0])).unwrap();
-        }
-        write!(
-            line,
-            "   {:>11} {:>9}",
-            format!("{seed_before}us"),
-            format!("{seed_after}us")
-        )
-        .unwrap();
-        writeln!(out, "{line}").unwrap();
-    }
-    out
-}
-
 /// The 8 MiB map of the seed's table.
 pub const TABLE_SIZE: u64 = 8 << 20;
-
-/// Each boot's timed cycles of one 8 MiB row, in ns (empty for a boot
-/// whose record carries none: runs before `cycles_ns` existed).
-pub fn cycles(k: &KernelBench, kind: &str, scenario: &str) -> Vec<Vec<f64>> {
-    k.boots
-        .iter()
-        .filter_map(|recs| {
-            recs.iter().find(|r| {
-                r.kind == kind
-                    && r.scenario.as_deref() == Some(scenario)
-                    && r.size_bytes == TABLE_SIZE
-            })
-        })
-        .map(|r| {
-            r.extra
-                .get("cycles_ns")
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
-/// `a / b` as "1.04x", or "-" when either is missing.
-pub fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) => format!("{:.2}x", a / b.max(1.0)),
-        _ => "-".to_string(),
-    }
-}
 
 /// Every sweep size measured for `scenario` on `k`, ascending.
 pub fn sweep_points(k: &KernelBench, scenario: &str, metric: Metric) -> Vec<(u64, f64)> {
@@ -376,22 +296,6 @@ mod tests {
         assert_eq!(m, 226.0 * 1000.0 * 11.0);
         assert!((spread - 2.0 / 11.0).abs() < 1e-9);
         assert!(combined(k, "scenario", "nope", 8 << 20).is_none());
-    }
-
-    #[test]
-    fn table_has_both_columns_ratio_and_seed() {
-        let t = table(&kernels(), "TCG");
-        assert!(t.contains("TCG"));
-        assert!(t.contains("patched/base"), "{t}");
-        let row = t
-            .lines()
-            .find(|l| l.contains("no MAP_POPULATE, no access"))
-            .unwrap();
-        assert!(row.contains("2486us"), "{row}"); // 226us x 11
-        assert!(row.contains("226us"), "{row}");
-        assert!(row.contains("0.09x"), "{row}"); // 1/11
-        assert!(row.contains("1.1us"), "{row}");
-        assert_eq!(t.lines().filter(|l| l.contains("MAP_POPULATE")).count(), 4);
     }
 
     #[test]

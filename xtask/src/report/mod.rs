@@ -3,9 +3,13 @@
 
 pub mod bench;
 pub mod fill;
+pub mod gate;
+pub mod grid;
 pub mod interval;
+pub mod model;
 pub mod plot;
 pub mod protocol;
+pub mod seed;
 pub mod skips;
 pub mod sparse;
 pub mod targets;

@@ -1,237 +1,293 @@
-//! The series' targets for each window kernel, from one bench run: every
-//! timed row at 1, 2 and 4 threads as a ratio with its 95% bootstrap
-//! interval (`interval`), "met" only when the whole interval is inside the
-//! target, "MISSED" when it is wholly outside, "not established" between;
-//! and the sparse patterns' Rss, which is exact.
+//! The series' targets, held by its head variant at every size and thread
+//! count of the grid. Under icount a target is met or MISSED on the
+//! median of the boots (they repeat to 1%), on guest instructions and on
+//! the model's estimate alike; on a wall clock it is met only when the
+//! whole 95% interval over boots is inside (`interval`), MISSED when it is
+//! wholly outside, "not established" between.
 
 use std::fmt::Write as _;
 
-use super::bench::{cycles, KernelBench};
-use super::interval::{ratio_interval, show, verdict};
-use super::sparse::rss_kb;
+use super::bench::KernelBench;
+use super::grid::{combined, pages_label, Clock, Combined, RowKey, PAGES, THREADS};
+use super::interval::{ratio_interval, verdict};
+use super::model::Model;
 
-/// The kernels whose fault maps more than one page: the targets are
-/// theirs.
-const WINDOW_KERNELS: [&str; 2] = ["prefault", "adaptive"];
-
-/// The timed targets: row, label, the kernel it is held against, and the
+/// The timed targets: pattern, the kernel it is held against, the
 /// largest ratio allowed.
-const TIMED: [(&str, &str, &str, f64); 6] = [
-    ("nopopulate_touchall", "write all pages", "base", 1.1),
-    ("populate_noaccess", "MAP_POPULATE", "base", 1.1),
-    ("populate_touchall", "MAP_POPULATE, write all", "base", 1.1),
-    ("nopopulate_noaccess", "no access", "patched", 1.2),
-    ("sparse_1in64", "write 1 page in 64", "patched", 1.5),
-    ("sparse_random_1pct", "write 1% at random", "patched", 1.5),
+pub const TIMED: [(&str, &str, f64); 9] = [
+    ("nopopulate_touchall", "base", 1.0),
+    ("nopopulate_readall", "base", 1.0),
+    ("reverse_sweep", "base", 1.0),
+    ("populate_noaccess", "base", 1.0),
+    ("populate_touchall", "base", 1.0),
+    ("nopopulate_noaccess", "patched", 1.1),
+    ("stride_2", "patched", 1.1),
+    ("sparse_1in64", "patched", 1.1),
+    ("sparse_random_1pct", "patched", 1.1),
 ];
 
-/// Where each thread count's rows are: (record kind of the seed's rows,
-/// of the sparse rows, label). One thread's rows are the table's.
-const THREADS: [(&str, &str, &str); 5] = [
-    ("scenario", "sparse", "1 thread"),
-    ("own2", "own2", "2 threads, own mappings"),
-    ("shared2", "shared2", "2 threads, one mapping"),
-    ("own4", "own4", "4 threads, own mappings"),
-    ("shared4", "shared4", "4 threads, one mapping"),
-];
+/// The sparse patterns' Rss, one thread: at most patched's.
+pub const RSS: [&str; 3] = ["stride_2", "sparse_1in64", "sparse_random_1pct"];
 
-/// Reading every page, one thread, against base (read faults take
-/// do_read_fault(), writes do_shared_fault()).
-const READ_ALL: (&str, &str, f64) = ("nopopulate_readall", "read all pages", 1.1);
-
-const SPARSE_RSS: [(&str, &str); 2] = [
-    ("sparse_1in64", "write 1 page in 64"),
-    ("sparse_random_1pct", "write 1% at random"),
-];
-const SPARSE_RSS_LIMIT: f64 = 2.0;
-
-/// One timed target's line, or a line saying it was not measured.
-fn timed_line(
-    out: &mut String,
-    label: &str,
-    what: &str,
-    a: &KernelBench,
-    b: &KernelBench,
-    (kind, scenario, limit): (&str, &str, f64),
-) {
-    let (shown, word) = match ratio_interval(&cycles(a, kind, scenario), &cycles(b, kind, scenario))
-    {
-        Some(i) => (show(&i), verdict(&i, limit)),
-        None => ("-".to_string(), "not measured"),
-    };
-    writeln!(
-        out,
-        "  {label:<26} {what:<18} {shown:>20}  (at most {limit:.1}x)  {word}"
-    )
-    .unwrap();
+/// The verdicts of one run.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Targets {
+    pub text: String,
+    pub met: usize,
+    pub missed: usize,
+    pub undecided: usize,
 }
 
-/// The targets of every window kernel in the run, when the run also has
-/// base and patched; empty otherwise.
-pub fn window_targets(kernels: &[KernelBench]) -> String {
-    let find = |name: &str| kernels.iter().find(|k| k.kernel == name);
-    let (Some(base), Some(patched)) = (find("base"), find("patched")) else {
-        return String::new();
-    };
-    let against = |name: &str| if name == "base" { base } else { patched };
-    let mut out = String::new();
-    for k in WINDOW_KERNELS.iter().filter_map(|n| find(n)) {
-        writeln!(
-            out,
-            "\nTargets of {} (8MiB, this run; ratio of the median over boots of each boot's median cycle, [95% bootstrap interval over boots and cycles]):",
-            k.kernel
-        )
-        .unwrap();
-        for (table_kind, sparse_kind, threads) in THREADS {
-            writeln!(out, " {threads}:").unwrap();
-            for (scenario, label, other, limit) in TIMED {
-                let kind = if scenario.starts_with("sparse") {
-                    sparse_kind
-                } else {
-                    table_kind
-                };
-                let what = format!("{}/{other}", k.kernel);
-                timed_line(
-                    &mut out,
-                    label,
-                    &what,
-                    k,
-                    against(other),
-                    (kind, scenario, limit),
-                );
-            }
-        }
-        writeln!(out, " 1 thread, reads and Rss:").unwrap();
-        let (scenario, label, limit) = READ_ALL;
-        timed_line(
-            &mut out,
-            label,
-            &format!("{}/base", k.kernel),
-            k,
-            base,
-            ("sparse", scenario, limit),
-        );
-        for (scenario, label) in SPARSE_RSS {
-            let kb = |x: &KernelBench| rss_kb(x, scenario).map(|(kb, _)| kb as f64);
-            let (shown, word) = match (kb(k), kb(patched)) {
-                (Some(a), Some(b)) => {
-                    let r = a / b.max(1.0);
-                    (
-                        format!("{r:.2}x"),
-                        if r <= SPARSE_RSS_LIMIT {
-                            "met"
-                        } else {
-                            "MISSED"
-                        },
-                    )
-                }
-                _ => ("-".to_string(), "not measured"),
-            };
-            let what = format!("Rss {}/patched", k.kernel);
-            writeln!(
-                out,
-                "  {label:<26} {what:<18} {shown:>20}  (at most {SPARSE_RSS_LIMIT:.1}x)  {word}"
-            )
-            .unwrap();
+impl Targets {
+    fn count(&mut self, word: &str) {
+        match word {
+            "met" => self.met += 1,
+            "MISSED" => self.missed += 1,
+            _ => self.undecided += 1,
         }
     }
-    out
+}
+
+/// One timed cell: the shown ratio and its verdict.
+fn timed_cell(
+    head: &Combined,
+    other: &Combined,
+    limit: f64,
+    clock: Clock,
+    model: Option<&Model>,
+) -> (String, &'static str) {
+    match clock {
+        Clock::Icount => {
+            let ratio = head.median_ns / other.median_ns.max(1.0);
+            let mut shown = format!("{ratio:.2}x");
+            let mut ok = ratio <= limit;
+            if let Some(m) = model {
+                let est = |c: &Combined| m.estimate_us(c.median_ns, c.user_faults);
+                let modelled = est(head) / est(other).max(1e-9);
+                write!(shown, "/{modelled:.2}x").unwrap();
+                ok &= modelled <= limit;
+            }
+            (shown, if ok { "met" } else { "MISSED" })
+        }
+        Clock::Wall => match ratio_interval(&head.boot_cycles, &other.boot_cycles) {
+            Some(i) => (
+                format!("{:.2}x[{:.2}-{:.2}]", i.ratio, i.lo, i.hi),
+                verdict(&i, limit),
+            ),
+            None => ("-".into(), "not measured"),
+        },
+    }
+}
+
+fn short(word: &str) -> &str {
+    match word {
+        "not established" => "open",
+        "not measured" => "-",
+        w => w,
+    }
+}
+
+/// The targets of `head` against base and patched in this run; None when
+/// the run lacks one of the three.
+pub fn targets(
+    kernels: &[KernelBench],
+    head: &str,
+    clock: Clock,
+    model: Option<&Model>,
+) -> Option<Targets> {
+    let find = |name: &str| kernels.iter().find(|k| k.kernel == name);
+    let (h, base, patched) = (find(head)?, find("base")?, find("patched")?);
+    let against = |name: &str| if name == "base" { base } else { patched };
+    let mut t = Targets::default();
+    let how = match (clock, model) {
+        (Clock::Icount, Some(_)) => "guest instructions / the model's time, each must be within the limit; the median of the boots",
+        (Clock::Icount, None) => "guest instructions; the median of the boots",
+        (Clock::Wall, _) => "time [95% interval over whole boots]; met when the interval is inside, open when it straddles",
+    };
+    writeln!(
+        t.text,
+        "\nTargets of {head}, the series' head ({} clock; {how}):",
+        clock.name()
+    )
+    .unwrap();
+    let mut head_line = format!("  {:<46}", "");
+    for pages in PAGES {
+        write!(head_line, "{:>24}", pages_label(pages)).unwrap();
+    }
+    writeln!(t.text, "{head_line}").unwrap();
+    for threads in THREADS {
+        for (scenario, other, limit) in TIMED {
+            let key = |pages| RowKey::find(scenario, pages, threads).expect("a grid row");
+            let label = format!("{}, {threads}t, /{other} <= {limit:.1}x", key(1).label());
+            let mut line = format!("  {label:<46}");
+            for pages in PAGES {
+                let rows = (
+                    combined(h, &key(pages)),
+                    combined(against(other), &key(pages)),
+                );
+                let (shown, word) = match rows {
+                    (Some(a), Some(b)) => timed_cell(&a, &b, limit, clock, model),
+                    _ => ("-".into(), "not measured"),
+                };
+                t.count(word);
+                write!(line, "{:>24}", format!("{shown} {}", short(word))).unwrap();
+            }
+            writeln!(t.text, "{line}").unwrap();
+        }
+    }
+    for scenario in RSS {
+        let key = |pages| RowKey::find(scenario, pages, 1).expect("a grid row");
+        let mut line = format!(
+            "  {:<46}",
+            format!("{}, Rss /patched <= 1.0x", key(1).label())
+        );
+        for pages in PAGES {
+            let rss = |k: &KernelBench| combined(k, &key(pages)).and_then(|c| c.rss_kb);
+            let (shown, word) = match (rss(h), rss(patched)) {
+                (Some(a), Some(b)) => {
+                    let ratio = a / b.max(1.0);
+                    (
+                        format!("{ratio:.2}x"),
+                        if a <= b { "met" } else { "MISSED" },
+                    )
+                }
+                _ => ("-".into(), "not measured"),
+            };
+            t.count(word);
+            write!(line, "{:>24}", format!("{shown} {}", short(word))).unwrap();
+        }
+        writeln!(t.text, "{line}").unwrap();
+    }
+    writeln!(
+        t.text,
+        "  {head}: {} met, {} MISSED, {} undecided, of {}",
+        t.met,
+        t.missed,
+        t.undecided,
+        t.met + t.missed + t.undecided
+    )
+    .unwrap();
+    Some(t)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::bench::{Record, TABLE_SIZE};
-    use std::collections::BTreeMap;
+    use crate::report::grid::tests::grid_record;
 
-    fn rec(kind: &str, scenario: &str, cycles: &[u64], extra: &[(&str, u64)]) -> Record {
-        let mut extra: BTreeMap<String, serde_json::Value> = extra
-            .iter()
-            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-            .collect();
-        extra.insert("cycles_ns".into(), serde_json::json!(cycles));
-        Record {
-            kind: kind.into(),
-            scenario: Some(scenario.into()),
-            size_bytes: TABLE_SIZE,
-            samples: Some(cycles.len() as u64),
-            min_ns: cycles.iter().min().copied(),
-            median_ns: cycles.get(cycles.len() / 2).copied(),
-            p90_ns: cycles.iter().max().copied(),
-            extra,
-        }
-    }
-
-    /// base, patched and prefault, two boots each: every row 100 µs with
-    /// a little noise, prefault's touch-all `touchall` µs, its Rss after
-    /// one page in 64 `rss` kB against patched's 128.
-    fn run(touchall: u64, rss: u64) -> Vec<KernelBench> {
-        ["base", "patched", "prefault"]
+    /// base, patched and adaptive, two boots each, every grid row 1000
+    /// instructions and no faults, but adaptive's `slow` row at `ns` and
+    /// its 1-in-64 Rss at `rss` kB against 128.
+    fn run(slow: (&str, u64, u64), rss: u64) -> Vec<KernelBench> {
+        ["base", "patched", "adaptive"]
             .iter()
             .map(|&name| {
                 let boot = |jitter: u64| {
-                    let mut recs: Vec<Record> = TIMED
+                    RowKey::all()
                         .iter()
-                        .map(|(s, ..)| {
-                            let us = if name == "prefault" && *s == "nopopulate_touchall" {
-                                touchall
+                        .map(|key| {
+                            let ns = if name == "adaptive"
+                                && key.scenario == slow.0
+                                && key.pages == slow.1
+                            {
+                                slow.2
                             } else {
-                                100
+                                1000
                             };
-                            let kind = if s.starts_with("sparse") {
-                                "sparse"
-                            } else {
-                                "scenario"
-                            };
-                            let c: Vec<u64> =
-                                (0..9).map(|i| us * 1000 + i * 100 + jitter).collect();
-                            rec(kind, s, &c, &[])
+                            let kb = (name == "adaptive" && key.scenario == "sparse_1in64")
+                                .then_some(rss);
+                            grid_record(key, &[ns + jitter; 3], 0.0, kb.or(Some(128)))
                         })
-                        .collect();
-                    let kb = if name == "prefault" { rss } else { 128 };
-                    recs.push(rec(
-                        "sparse_rss",
-                        "sparse_1in64",
-                        &[],
-                        &[("rss_kb", kb), ("touched_pages", 32)],
-                    ));
-                    recs
+                        .collect()
                 };
                 KernelBench {
                     kernel: name.into(),
-                    boots: vec![boot(0), boot(300)],
+                    boots: vec![boot(0), boot(4)],
                 }
             })
             .collect()
     }
 
-    fn line<'a>(t: &'a str, starts: &str) -> &'a str {
-        t.lines()
-            .find(|l| l.trim_start().starts_with(starts))
-            .unwrap_or_else(|| panic!("no {starts} in {t}"))
-    }
-
-    fn rss_line(t: &str) -> &str {
-        t.lines()
-            .find(|l| l.contains("write 1 page in 64") && l.contains("Rss"))
-            .unwrap_or_else(|| panic!("no Rss line in {t}"))
+    #[test]
+    fn under_icount_the_median_decides_every_cell() {
+        let t = targets(
+            &run(("stride_2", 16, 1000), 128),
+            "adaptive",
+            Clock::Icount,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (t.met, t.missed, t.undecided),
+            (9 * 3 * 5 + 3 * 5, 0, 0),
+            "{}",
+            t.text
+        );
+        // 1.2x patched at 16 pages, at every thread count; Rss twice at
+        // every size.
+        let t = targets(
+            &run(("stride_2", 16, 1200), 256),
+            "adaptive",
+            Clock::Icount,
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.missed, 3 + 5, "{}", t.text);
+        let line = t
+            .text
+            .lines()
+            .find(|l| l.contains("write every 2nd page, 1t"))
+            .unwrap();
+        assert!(line.contains("1.20x MISSED"), "{line}");
+        assert!(t.text.contains("2.00x MISSED"), "{}", t.text);
+        // Without patched there is nothing to hold the head to.
+        assert_eq!(
+            targets(&run(("x", 1, 1), 1)[..1], "adaptive", Clock::Icount, None),
+            None
+        );
     }
 
     #[test]
-    fn a_target_is_met_only_with_its_whole_interval_inside() {
-        let t = window_targets(&run(105, 256));
-        let touch = line(&t, "write all pages");
-        assert!(
-            touch.contains("1.05x [") && touch.ends_with("met"),
-            "{touch}"
+    fn the_model_can_miss_a_target_that_instructions_meet() {
+        let mut kernels = run(("nopopulate_touchall", 2048, 990), 128);
+        // adaptive takes 40 faults a cycle where base takes none.
+        for boot in &mut kernels[2].boots {
+            for r in boot.iter_mut() {
+                if r.scenario.as_deref() == Some("nopopulate_touchall") {
+                    r.extra
+                        .insert("faults_per_cycle".into(), serde_json::json!(40.0));
+                }
+            }
+        }
+        let m = Model {
+            us_per_instruction: 0.0001,
+            us_per_fault: 0.3,
+        };
+        let plain = targets(&kernels, "adaptive", Clock::Icount, None).unwrap();
+        assert_eq!(plain.missed, 0, "{}", plain.text);
+        let priced = targets(&kernels, "adaptive", Clock::Icount, Some(&m)).unwrap();
+        assert_eq!(
+            priced.missed, 15,
+            "every size and thread count: {}",
+            priced.text
         );
-        assert!(rss_line(&t).ends_with("met"), "{t}");
-        let t = window_targets(&run(130, 260));
-        assert!(line(&t, "write all pages").ends_with("MISSED"), "{t}");
-        assert!(rss_line(&t).ends_with("MISSED"), "{t}");
-        // Rows the run lacks (the threads') are said to be unmeasured.
-        assert!(t.contains(" 2 threads, own mappings:"), "{t}");
-        assert!(t.lines().any(|l| l.ends_with("not measured")), "{t}");
-        assert_eq!(window_targets(&run(100, 0)[2..]), "");
+    }
+
+    #[test]
+    fn on_a_wall_clock_a_straddling_interval_is_open() {
+        let mut kernels = run(("stride_2", 16, 1000), 128);
+        // One boot of adaptive's stride 2 at 16 pages 30% slower: the
+        // interval over boots straddles its 1.1x limit.
+        for r in kernels[2].boots[1].iter_mut() {
+            if r.scenario.as_deref() == Some("stride_2") && r.size_bytes == 16 * 4096 {
+                r.median_ns = Some(1300);
+                r.extra
+                    .insert("cycles_ns".into(), serde_json::json!([1300, 1300, 1300]));
+            }
+        }
+        let t = targets(&kernels, "adaptive", Clock::Wall, None).unwrap();
+        assert_eq!(t.undecided, 3, "{}", t.text);
+        assert_eq!(t.missed, 0, "{}", t.text);
+        assert!(t.text.contains("open"), "{}", t.text);
     }
 }

@@ -40,6 +40,11 @@ pub enum TcgThreads {
     /// stale int3 and Oops ("Oops: int3" in syscall_trace_enter, measured
     /// on the BPF selftests), which a real CPU never does.
     Single,
+    /// As `Single`, and the guest's clocks count instructions (QEMU's
+    /// icount, one nanosecond per guest instruction, idle time skipped):
+    /// guest time is then the same from boot to boot, whatever the host's
+    /// load. The benchmark's clock under TCG.
+    Icount,
 }
 
 #[derive(Debug, Clone)]
@@ -326,6 +331,14 @@ pub fn accel_args(accel: Accel, threads: TcgThreads) -> Vec<String> {
         (Accel::Kvm, _) => vec!["-accel".into(), "kvm".into(), "-cpu".into(), "host".into()],
         (Accel::Tcg, TcgThreads::Multi) => vec!["-accel".into(), "tcg,thread=multi".into()],
         (Accel::Tcg, TcgThreads::Single) => vec!["-accel".into(), "tcg,thread=single".into()],
+        (Accel::Tcg, TcgThreads::Icount) => [
+            "-accel",
+            "tcg,thread=single",
+            "-icount",
+            "shift=0,sleep=off,align=off",
+        ]
+        .map(String::from)
+        .to_vec(),
     }
 }
 
@@ -451,6 +464,18 @@ mod tests {
             value_after(&qemu_args(&single), "-accel"),
             ["tcg,thread=single"]
         );
+        assert!(value_after(&qemu_args(&single), "-icount").is_empty());
+        let mut icount = cfg(Accel::Tcg);
+        icount.tcg_threads = TcgThreads::Icount;
+        let counted = qemu_args(&icount);
+        assert_eq!(value_after(&counted, "-accel"), ["tcg,thread=single"]);
+        assert_eq!(
+            value_after(&counted, "-icount"),
+            ["shift=0,sleep=off,align=off"],
+            "one instruction a nanosecond, idle time skipped"
+        );
+        icount.accel = Accel::Kvm;
+        assert!(value_after(&qemu_args(&icount), "-icount").is_empty());
         single.accel = Accel::Kvm;
         assert_eq!(
             value_after(&qemu_args(&single), "-accel"),

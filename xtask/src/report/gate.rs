@@ -1,0 +1,290 @@
+//! The icount record (`docs/bench/icount.json`) and the checks CI holds a
+//! bench run to: every row steady from boot to boot, and no row of any
+//! kernel worse than the record by more than its own measured spread.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::bench::KernelBench;
+use super::grid::{combined, Combined, RowKey};
+
+/// Boots of one-thread rows this long or longer must agree this closely
+/// (icount: 0.5% measured on 8 MiB rows).
+pub const STEADY_LIMIT: f64 = 0.01;
+pub const STEADY_FROM_NS: f64 = 1_000_000.0;
+/// The most a steady row (one thread, 1 ms or more) may grow unnoticed.
+pub const STEADY_TOLERANCE_CAP: f64 = 0.02;
+/// The least room a row gets, whatever its measured spread (two boots can
+/// agree by chance). Under icount on one vCPU every one-thread row repeats
+/// exactly (0 of 225 rows over 1% in three boots of each kernel; 8 MiB
+/// rows within 0.001%). Of the threads' rows, which all run under 1 ms,
+/// 16 of 450 had one boot of one kernel up to 11.5% off the others.
+pub const STEADY_FLOOR: f64 = 0.005;
+pub const ONE_THREAD_FLOOR: f64 = 0.01;
+pub const THREADS_FLOOR: f64 = 0.15;
+
+/// One row of the record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecordRow {
+    pub scenario: String,
+    pub pages: u64,
+    pub threads: u64,
+    /// Median guest instructions per cycle.
+    pub instructions: f64,
+    /// Minor faults per cycle, and of those the user's (exceptions).
+    pub faults: f64,
+    pub user_faults: f64,
+    /// The spread across the record's boots.
+    pub spread: f64,
+}
+
+/// What `bench --record` writes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BenchRecord {
+    pub clock: String,
+    /// Made with `--quick` (fewer cycles and warm-ups per row).
+    pub quick: bool,
+    pub boots: usize,
+    pub kernels: BTreeMap<String, Vec<RecordRow>>,
+}
+
+impl BenchRecord {
+    pub fn of(kernels: &[KernelBench], quick: bool) -> BenchRecord {
+        let boots = kernels.iter().map(|k| k.boots.len()).min().unwrap_or(0);
+        let rows = |k: &KernelBench| -> Vec<RecordRow> {
+            RowKey::all()
+                .into_iter()
+                .filter_map(|key| {
+                    let c = combined(k, &key)?;
+                    Some(RecordRow {
+                        scenario: key.scenario.into(),
+                        pages: key.pages,
+                        threads: key.threads,
+                        instructions: c.median_ns,
+                        faults: c.faults,
+                        user_faults: c.user_faults,
+                        spread: c.spread,
+                    })
+                })
+                .collect()
+        };
+        BenchRecord {
+            clock: "icount".into(),
+            quick,
+            boots,
+            kernels: kernels
+                .iter()
+                .map(|k| (k.kernel.clone(), rows(k)))
+                .collect(),
+        }
+    }
+
+    fn row(&self, kernel: &str, key: &RowKey) -> Option<&RecordRow> {
+        self.kernels.get(kernel)?.iter().find(|r| {
+            r.scenario == key.scenario && r.pages == key.pages && r.threads == key.threads
+        })
+    }
+}
+
+/// Whether a row is held to 1%: one thread, 1 ms or more of guest time.
+pub fn is_steady_row(key: &RowKey, median_ns: f64) -> bool {
+    key.threads == 1 && median_ns >= STEADY_FROM_NS
+}
+
+/// The room a row has above the record: its own spread, this run's or
+/// the record's, never below its floor, and at most 2% for a steady row.
+pub fn tolerance(key: &RowKey, now: &Combined, recorded: &RecordRow) -> f64 {
+    let spread = now.spread.max(recorded.spread);
+    if is_steady_row(key, recorded.instructions) {
+        spread.clamp(STEADY_FLOOR, STEADY_TOLERANCE_CAP)
+    } else if key.threads == 1 {
+        spread.max(ONE_THREAD_FLOOR)
+    } else {
+        spread.max(THREADS_FLOOR)
+    }
+}
+
+/// Rows whose boots differ by more than 1%, every kernel: (kernel, row,
+/// its figures). Needs two boots or more.
+pub fn unsteady(kernels: &[KernelBench]) -> Vec<(String, RowKey, Combined)> {
+    let mut out = vec![];
+    for k in kernels {
+        for key in RowKey::all() {
+            if let Some(c) = combined(k, &key).filter(|c| c.boots >= 2 && c.spread > STEADY_LIMIT) {
+                out.push((k.kernel.clone(), key, c));
+            }
+        }
+    }
+    out
+}
+
+/// The unsteady rows' lines; those that fail CI (one thread, 1 ms or
+/// more) are marked. Returns the text and how many fail.
+pub fn unsteady_report(kernels: &[KernelBench]) -> (String, usize) {
+    let rows = unsteady(kernels);
+    let boots = kernels.iter().map(|k| k.boots.len()).min().unwrap_or(0);
+    if boots < 2 {
+        return (
+            "\nSteadiness: one boot per kernel, nothing to compare (--repeat 2 or more).\n".into(),
+            0,
+        );
+    }
+    let failing = rows
+        .iter()
+        .filter(|(_, key, c)| is_steady_row(key, c.median_ns))
+        .count();
+    let mut out = format!(
+        "\nSteadiness ({boots} boots): {} row(s) whose boots differ by more than {:.0}%, {failing} of them one-thread rows of 1 ms or more (UNSTEADY: these fail the gate):\n",
+        rows.len(),
+        STEADY_LIMIT * 100.0
+    );
+    for (kernel, key, c) in &rows {
+        let mark = if is_steady_row(key, c.median_ns) {
+            "UNSTEADY"
+        } else {
+            "unsteady"
+        };
+        writeln!(
+            out,
+            "  {mark:<8} {kernel:<10} {:<44} {:>10.1}k instructions, boots {:.1}% apart",
+            key.describe(),
+            c.median_ns / 1000.0,
+            c.spread * 100.0
+        )
+        .unwrap();
+    }
+    (out, failing)
+}
+
+/// Every row of every kernel worse than the record by more than its
+/// tolerance, in instructions or in faults, one line each; and how many
+/// rows were compared.
+pub fn regressions(record: &BenchRecord, kernels: &[KernelBench]) -> (Vec<String>, usize) {
+    let mut worse = vec![];
+    let mut compared = 0;
+    for k in kernels {
+        for key in RowKey::all() {
+            let (Some(now), Some(then)) = (combined(k, &key), record.row(&k.kernel, &key)) else {
+                continue;
+            };
+            compared += 1;
+            let tol = tolerance(&key, &now, then);
+            let grew = now.median_ns / then.instructions.max(1.0) - 1.0;
+            if grew > tol {
+                worse.push(format!(
+                    "{}: {}: {:.1}k instructions against the record's {:.1}k (+{:.2}%, allowed {:.2}%)",
+                    k.kernel,
+                    key.describe(),
+                    now.median_ns / 1000.0,
+                    then.instructions / 1000.0,
+                    grew * 100.0,
+                    tol * 100.0
+                ));
+            }
+            if now.faults > then.faults * (1.0 + tol) + 0.5 {
+                worse.push(format!(
+                    "{}: {}: {:.1} faults a cycle against the record's {:.1}",
+                    k.kernel,
+                    key.describe(),
+                    now.faults,
+                    then.faults
+                ));
+            }
+        }
+    }
+    (worse, compared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::grid::tests::grid_record;
+
+    fn kernel(name: &str, boots: &[(u64, f64)]) -> KernelBench {
+        let key = RowKey::find("nopopulate_touchall", 2048, 1).unwrap();
+        KernelBench {
+            kernel: name.into(),
+            boots: boots
+                .iter()
+                .map(|&(ns, faults)| vec![grid_record(&key, &[ns, ns, ns], faults, None)])
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_row_worse_than_the_record_by_more_than_its_spread_fails() {
+        let recorded = [kernel("adaptive", &[(1_800_000, 38.0), (1_801_000, 38.0)])];
+        let record = BenchRecord::of(&recorded, true);
+        let (worse, compared) = regressions(&record, &recorded);
+        assert_eq!((worse.len(), compared), (0, 1), "{worse:?}");
+        // 0.8% slower: above the record's 0.06% spread and the 0.5% floor.
+        let slower = [kernel("adaptive", &[(1_815_000, 38.0), (1_815_000, 38.0)])];
+        let (worse, _) = regressions(&record, &slower);
+        assert_eq!(worse.len(), 1, "{worse:?}");
+        assert!(
+            worse[0].starts_with("adaptive: write all, 8 MiB, 1 thread:"),
+            "{worse:?}"
+        );
+        // A steady row never gets more than 2%, whatever its spread.
+        let noisy = [kernel("adaptive", &[(1_800_000, 38.0), (1_900_000, 38.0)])];
+        let (worse, _) = regressions(&record, &noisy);
+        assert_eq!(worse.len(), 1, "{worse:?}");
+        // More faults fail on their own.
+        let faulty = [kernel("adaptive", &[(1_800_000, 40.0)])];
+        let (worse, _) = regressions(&record, &faulty);
+        assert!(worse.iter().any(|w| w.contains("40.0 faults")), "{worse:?}");
+        // Faster is never a failure; another kernel is not compared.
+        let (worse, compared) = regressions(&record, &[kernel("adaptive", &[(1_500_000, 30.0)])]);
+        assert_eq!((worse.len(), compared), (0, 1));
+        assert_eq!(regressions(&record, &[kernel("base", &[(9, 0.0)])]).1, 0);
+    }
+
+    #[test]
+    fn each_kind_of_row_has_its_floor() {
+        let row = |scenario, pages, threads, ns: f64| {
+            let key = RowKey::find(scenario, pages, threads).unwrap();
+            let c = Combined {
+                median_ns: ns,
+                spread: 0.0,
+                boots: 2,
+                faults: 0.0,
+                user_faults: 0.0,
+                rss_kb: None,
+                boot_cycles: vec![],
+            };
+            let r = RecordRow {
+                scenario: scenario.into(),
+                pages,
+                threads,
+                instructions: ns,
+                faults: 0.0,
+                user_faults: 0.0,
+                spread: 0.0,
+            };
+            (key, c, r)
+        };
+        let (k, c, r) = row("stride_2", 2048, 1, 2e6);
+        assert_eq!(tolerance(&k, &c, &r), STEADY_FLOOR);
+        let (k, c, r) = row("stride_2", 16, 1, 3e4);
+        assert_eq!(tolerance(&k, &c, &r), ONE_THREAD_FLOOR);
+        let (k, mut c, r) = row("stride_2", 16, 4, 3e4);
+        assert_eq!(tolerance(&k, &c, &r), THREADS_FLOOR);
+        c.spread = 0.3;
+        assert_eq!(tolerance(&k, &c, &r), 0.3, "a wider measured spread");
+    }
+
+    #[test]
+    fn boots_more_than_one_percent_apart_are_unsteady() {
+        let steady = [kernel("base", &[(1_800_000, 0.0), (1_805_000, 0.0)])];
+        assert_eq!(unsteady_report(&steady).1, 0);
+        let apart = [kernel("base", &[(1_800_000, 0.0), (1_830_000, 0.0)])];
+        let (text, failing) = unsteady_report(&apart);
+        assert_eq!(failing, 1, "{text}");
+        assert!(text.contains("UNSTEADY base"), "{text}");
+        let (text, failing) = unsteady_report(&[kernel("base", &[(1, 0.0)])]);
+        assert_eq!(failing, 0);
+        assert!(text.contains("nothing to compare"), "{text}");
+    }
+}
