@@ -76,7 +76,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // One vCPU: with several on icount's one host thread, TCG switches
         // vCPUs on the host's clock, and threads sharing a mapping then
         // interleave (and spin on each other's locks) differently in each
-        // boot: 4-thread rows 25-32% apart, 29 of 225 rows over 1%. With
+        // boot: 29 of 225 4-thread rows over 1%, up to 27%. With
         // one, 1 row of 675 is over 1%, and none by more than 1.3%.
         boot.machine.cpus.get_or_insert(1);
     }
