@@ -65,8 +65,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let source = args.source.config()?;
     let mut boot = args.vm.boot();
-    boot.accel = accel_for(args.clock, boot.accel, args.record || args.gate)?;
-    if args.clock != Some(Clock::Wall) {
+    let kvm_first = crate::vm::accel::auto_tries_kvm(&source.cache_dir);
+    let (clock, accel) = clock_for(args.clock, boot.accel, args.record || args.gate, kvm_first)?;
+    boot.accel = accel;
+    if clock == Clock::Icount {
         // One address layout in every boot: with KASLR and mmap's random
         // base, a cycle's instructions move from boot to boot with where
         // its page tables and VMAs land (up to 20% on rows of 10k).
@@ -76,8 +78,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // One vCPU: with several on icount's one host thread, TCG switches
         // vCPUs on the host's clock, and threads sharing a mapping then
         // interleave (and spin on each other's locks) differently in each
-        // boot: 29 of 225 4-thread rows over 1%, up to 27%. With
-        // one, 1 row of 675 is over 1%, and none by more than 1.3%.
+        // boot: 29 of 225 4-thread rows over 1%, up to 27%. With one, 1
+        // row of 675 is over 1%, and none by more than 1.3%.
         boot.machine.cpus.get_or_insert(1);
     }
     let head = Series::load(&source.patches)?.whole().name.clone();
@@ -86,9 +88,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         targets: kernels,
         mut session,
     } = session::prepare(&source, &boot, "bench")?;
-    session.tcg_threads = match args.clock {
-        Some(Clock::Wall) => TcgThreads::Multi,
-        _ => TcgThreads::Icount,
+    session.tcg_threads = match clock {
+        Clock::Wall => TcgThreads::Multi,
+        Clock::Icount => TcgThreads::Icount,
     };
     let measured = match boot_all(&mut session, &kernels, repeat, &args) {
         Ok(done) => done,
@@ -102,19 +104,32 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(verdict)
 }
 
-/// The accelerator a clock needs: icount counts TCG's instructions, so
-/// it takes TCG (`auto` becomes `tcg`) and refuses KVM.
-fn accel_for(clock: Option<Clock>, accel: AccelChoice, needs_icount: bool) -> Result<AccelChoice> {
-    let icount = clock == Some(Clock::Icount) || (clock.is_none() && needs_icount);
-    match (icount, accel, clock) {
-        (_, _, Some(Clock::Wall)) if needs_icount => {
+/// The clock of the run and the accelerator it takes. Unless asked,
+/// icount under TCG (and always for the record and the gate, which
+/// compare instructions), the wall clock where KVM runs. icount counts
+/// TCG's instructions: it takes TCG and refuses KVM.
+fn clock_for(
+    asked: Option<Clock>,
+    accel: AccelChoice,
+    needs_icount: bool,
+    kvm_first: bool,
+) -> Result<(Clock, AccelChoice)> {
+    let clock = match (asked, accel) {
+        (Some(Clock::Wall), _) if needs_icount => {
             bail!("--record and --gate compare guest instructions: drop --clock wall")
         }
-        (true, AccelChoice::Kvm, _) => bail!(
+        (Some(c), _) => c,
+        (None, _) if needs_icount => Clock::Icount,
+        (None, AccelChoice::Kvm) => Clock::Wall,
+        (None, AccelChoice::Auto) if kvm_first => Clock::Wall,
+        (None, _) => Clock::Icount,
+    };
+    match (clock, accel) {
+        (Clock::Icount, AccelChoice::Kvm) => bail!(
             "--clock icount counts TCG's guest instructions; KVM has no such clock: use --accel tcg or --clock wall"
         ),
-        (true, _, _) => Ok(AccelChoice::Tcg),
-        (false, a, _) => Ok(a),
+        (Clock::Icount, _) => Ok((clock, AccelChoice::Tcg)),
+        (Clock::Wall, a) => Ok((clock, a)),
     }
 }
 
@@ -218,8 +233,12 @@ fn report(
         text.push_str(&steadiness);
     }
     if !args.quick {
+        let unit = match clock {
+            Clock::Icount => "icount: a guest µs below is a thousand guest instructions, one vCPU",
+            Clock::Wall => "the wall clock",
+        };
         text.push_str(&format!(
-            "{}{}{}{}",
+            "\nThe older sections ({unit}):\n{}{}{}{}",
             sparse_table(results),
             threads_table(results),
             fill_table(results),
@@ -405,4 +424,40 @@ fn write_outputs(
         out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn icount_under_tcg_the_wall_clock_where_kvm_runs() {
+        use AccelChoice::{Auto, Kvm, Tcg};
+        let pick = |asked, accel, gate, kvm| clock_for(asked, accel, gate, kvm).unwrap();
+        assert_eq!(pick(None, Auto, false, false), (Clock::Icount, Tcg));
+        assert_eq!(pick(None, Auto, false, true), (Clock::Wall, Auto));
+        assert_eq!(pick(None, Kvm, false, true), (Clock::Wall, Kvm));
+        assert_eq!(pick(None, Tcg, false, true), (Clock::Icount, Tcg));
+        assert_eq!(
+            pick(None, Auto, true, true),
+            (Clock::Icount, Tcg),
+            "the gate compares instructions"
+        );
+        assert_eq!(
+            pick(Some(Clock::Wall), Tcg, false, false),
+            (Clock::Wall, Tcg)
+        );
+        assert_eq!(
+            pick(Some(Clock::Icount), Auto, false, true),
+            (Clock::Icount, Tcg)
+        );
+        let err = |asked, accel, gate| {
+            clock_for(asked, accel, gate, false)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(Some(Clock::Icount), Kvm, false).contains("use --accel tcg"));
+        assert!(err(None, Kvm, true).contains("use --accel tcg"));
+        assert!(err(Some(Clock::Wall), Tcg, true).contains("drop --clock wall"));
+    }
 }

@@ -212,13 +212,13 @@ pub fn parse_records(lines: &[String]) -> Result<Vec<Record>> {
 /// What bench.json holds: the run's settings, the seed's figures and every
 /// kernel's records.
 pub fn summary_json(
-    accel: &str,
+    clock: &str,
     quick: bool,
     repeat: usize,
     results: &[KernelBench],
 ) -> serde_json::Value {
     serde_json::json!({
-        "accelerator": accel,
+        "clock": clock,
         "quick": quick,
         "boots_per_kernel": repeat,
         "seed": SEED_ROWS.iter().map(|(s, l, b, a)| serde_json::json!({"scenario": s, "label": l, "before_us": b, "after_us": a})).collect::<Vec<_>>(),

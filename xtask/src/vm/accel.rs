@@ -20,6 +20,13 @@ pub struct AccelPicker {
     memo: PathBuf,
 }
 
+/// Whether `auto` would try KVM first on this host: KVM is there and not
+/// remembered as unusable. Says nothing (the picker says it at the boot).
+pub fn auto_tries_kvm(cache_dir: &Path) -> bool {
+    let text = fs::read_to_string(cache_dir.join(MEMO)).unwrap_or_default();
+    memo_reason(&text, &host_release()).is_none() && qemu::kvm_available()
+}
+
 impl AccelPicker {
     pub fn new(choice: AccelChoice, cache_dir: &Path) -> AccelPicker {
         let memo = cache_dir.join(MEMO);
