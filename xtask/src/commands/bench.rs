@@ -19,7 +19,7 @@ use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary};
 use crate::report::fill::fill_table;
-use crate::report::gate::{regressions, unsteady_report, BenchRecord};
+use crate::report::gate::{regressions, unsteady_report, BenchRecord, RunShape};
 use crate::report::grid::{grid_table, Clock};
 use crate::report::model::{fit_report, seed_cells, Cell, Model};
 use crate::report::plot;
@@ -82,6 +82,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // row of 675 is over 1%, and none by more than 1.3%.
         boot.machine.cpus.get_or_insert(1);
     }
+    let shape = RunShape {
+        quick: args.quick,
+        cpus: boot.machine.cpus,
+        append: boot.machine.append.clone(),
+    };
     let head = Series::load(&source.patches)?.whole().name.clone();
     hostdeps::ensure_boot(&source)?;
     let Prepared {
@@ -97,9 +102,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let model = model_for(&measured.results, measured.clock);
-    let verdict = report(&args, &measured, model.as_ref(), &head)?;
+    let verdict = report(&args, &measured, model.as_ref(), &head, &shape)?;
     if args.record {
-        write_record(&measured.results, args.quick)?;
+        return record(&measured.results, shape, verdict);
     }
     Ok(verdict)
 }
@@ -220,6 +225,7 @@ fn report(
     measured: &Measured,
     model: Option<&Calibrated>,
     head: &str,
+    shape: &RunShape,
 ) -> Result<ExitCode> {
     let (results, clock) = (&measured.results[..], measured.clock);
     let m = model.map(|c| &c.model);
@@ -269,7 +275,7 @@ fn report(
     write_outputs(&out, &text, &json, clock, results)?;
     let mut failed = false;
     if args.gate {
-        failed |= gate(results, clock, unsteady, args.quick)?;
+        failed |= gate(results, clock, unsteady, shape)?;
     }
     if args.gate_targets {
         failed |= gate_targets(goals.as_ref(), head);
@@ -282,22 +288,25 @@ fn report(
 }
 
 /// CI's gate: steadiness and the record. True when it failed.
-fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, quick: bool) -> Result<bool> {
+fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape) -> Result<bool> {
     if clock != Clock::Icount {
         bail!("--gate compares guest instructions, and this run was on a wall clock (KVM): use --accel tcg");
     }
     let record = read_record()?;
-    if record.quick != quick {
+    if let Some(why) = record.mismatch(shape) {
         bail!(
-            "{} was recorded {} --quick and this run is {}: the rows' cycles differ; run as recorded, or record again",
-            record_path().display(),
-            if record.quick { "with" } else { "without" },
-            if quick { "with it" } else { "without it" }
+            "{} was recorded {why}: the rows' instructions differ; run as recorded, or record again",
+            record_path().display()
         );
     }
-    let (worse, compared) = regressions(&record, results);
+    let (worse, compared, unrecorded) = regressions(&record, results);
     for w in &worse {
         eprintln!("bench gate: worse than the record: {w}");
+    }
+    for k in &unrecorded {
+        eprintln!(
+            "bench gate: {k} has no rows in the record: not compared (record it with --record)"
+        );
     }
     if unsteady > 0 {
         eprintln!("bench gate: {unsteady} one-thread row(s) of 1 ms or more are unsteady (boots more than 1% apart; listed above)");
@@ -343,13 +352,33 @@ fn read_record() -> Result<BenchRecord> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-fn write_record(results: &[KernelBench], quick: bool) -> Result<()> {
+/// `--record`: this run's kernels into the record (the others kept when
+/// it was made alike), unless a steady row was not; then the verdict.
+fn record(results: &[KernelBench], shape: RunShape, verdict: ExitCode) -> Result<ExitCode> {
+    let (_, unsteady) = unsteady_report(results);
+    if unsteady > 0 {
+        eprintln!("bench: not recorded: {unsteady} one-thread row(s) of 1 ms or more are unsteady (listed above)");
+        return Ok(ExitCode::from(EXIT_TESTS_FAILED));
+    }
     let path = record_path();
-    let record = BenchRecord::of(results, quick);
+    let new = BenchRecord::of(results, shape);
+    let record = match read_record() {
+        Ok(old) => old.merged(new),
+        Err(_) => new,
+    };
     crate::util::write_atomic(&path, serde_json::to_string_pretty(&record)?.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    eprintln!(
+        "wrote {} ({})",
+        path.display(),
+        record
+            .kernels
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(verdict)
 }
 
 /// One benchmark boot, or the exit code that ends the run (said why on

@@ -69,6 +69,11 @@ fn timed_cell(
             }
             (shown, if ok { "met" } else { "MISSED" })
         }
+        // One boot resamples to itself: no interval to decide on.
+        Clock::Wall if head.boot_cycles.len() < 2 || other.boot_cycles.len() < 2 => (
+            format!("{:.2}x(1 boot)", head.median_ns / other.median_ns.max(1.0)),
+            "not established",
+        ),
         Clock::Wall => match ratio_interval(&head.boot_cycles, &other.boot_cycles) {
             Some(i) => (
                 format!("{:.2}x[{:.2}-{:.2}]", i.ratio, i.lo, i.hi),
@@ -287,6 +292,17 @@ mod tests {
         }
         let t = targets(&kernels, "adaptive", Clock::Wall, None).unwrap();
         assert_eq!(t.undecided, 3, "{}", t.text);
+        let mut one_boot = kernels.clone();
+        for k in &mut one_boot {
+            k.boots.truncate(1);
+        }
+        let t1 = targets(&one_boot, "adaptive", Clock::Wall, None).unwrap();
+        assert_eq!(
+            (t1.met, t1.missed),
+            (15, 0),
+            "only the exact Rss: {}",
+            t1.text
+        );
         assert_eq!(t.missed, 0, "{}", t.text);
         assert!(t.text.contains("open"), "{}", t.text);
     }
