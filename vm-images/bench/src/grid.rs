@@ -69,6 +69,7 @@ pub fn iterations(iterations: usize, pages: usize) -> usize {
 pub fn run(results: &mut Results, iterations_per_row: usize) -> Result<(), String> {
     println!("\ngrid: patterns x sizes x threads (median cycle, faults per cycle):");
     results.drain();
+    let _fifo = sys::Fifo::enter();
     for pages in PAGES {
         let size = (pages * sys::PAGE) as u64;
         let map = ArrayMap::create(size).map_err(|e| describe("grid map", &e))?;

@@ -9,7 +9,7 @@
 //! kernels in rounds, one boot of each in turn, so boot r of one kernel
 //! ran next to boot r of the other and shares its share of the host's
 //! drift. Under icount the targets take the median of the boots instead:
-//! one-thread rows repeat within 0.44%, the threads' rows mostly exactly.
+//! every row repeats within 0.01% from boot to boot.
 
 /// Resamples per interval: enough for stable 2.5% and 97.5% points.
 pub const RESAMPLES: usize = 2000;
