@@ -20,7 +20,7 @@ use crate::report::bench::KernelBench;
 use crate::report::bench::{parse_records, summary_json, sweep_series, sweep_summary};
 use crate::report::fill::fill_table;
 use crate::report::gate::{regressions, unsteady_report, BenchRecord, RunShape};
-use crate::report::grid::{grid_table, Clock};
+use crate::report::grid::{combined, grid_table, Clock, RowKey};
 use crate::report::model::{fit_report, seed_cells, Cell, Model};
 use crate::report::plot;
 use crate::report::protocol::Outcome;
@@ -189,18 +189,18 @@ fn model_for(results: &[KernelBench], clock: Clock) -> Option<Calibrated> {
     }
     let from_run = seed_cells(|kernel, scenario| {
         let k = results.iter().find(|k| k.kernel == kernel)?;
-        let key = crate::report::grid::RowKey::find(scenario, 2048, 1)?;
-        crate::report::grid::combined(k, &key).map(|c| (c.median_ns, c.user_faults))
+        let key = RowKey::find(scenario, 2048, 1)?;
+        combined(k, &key).map(|c| (c.median_ns, c.user_faults))
     });
     let (cells, source) = match from_run {
         Some(cells) => (cells, "this run's base and patched".to_string()),
         None => {
             let record = read_record().ok()?;
             let cells = seed_cells(|kernel, scenario| {
-                record.kernels.get(kernel)?.iter().find_map(|r| {
-                    (r.scenario == scenario && r.pages == 2048 && r.threads == 1)
-                        .then_some((r.instructions, r.user_faults))
-                })
+                let key = RowKey::find(scenario, 2048, 1)?;
+                record
+                    .row(kernel, &key)
+                    .map(|r| (r.instructions, r.user_faults))
             })?;
             (
                 cells,

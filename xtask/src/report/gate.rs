@@ -125,7 +125,7 @@ impl BenchRecord {
         })
     }
 
-    fn row(&self, kernel: &str, key: &RowKey) -> Option<&RecordRow> {
+    pub fn row(&self, kernel: &str, key: &RowKey) -> Option<&RecordRow> {
         self.kernels.get(kernel)?.iter().find(|r| {
             r.scenario == key.scenario && r.pages == key.pages && r.threads == key.threads
         })

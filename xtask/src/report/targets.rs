@@ -46,6 +46,18 @@ impl Targets {
             _ => self.undecided += 1,
         }
     }
+
+    /// One target's line: its label, then a cell per map size, each
+    /// (shown ratio, verdict) from `cell`, and the verdicts counted.
+    fn line(&mut self, label: &str, cell: impl Fn(u64) -> (String, &'static str)) {
+        let mut line = format!("  {label:<46}");
+        for pages in PAGES {
+            let (shown, word) = cell(pages);
+            self.count(word);
+            write!(line, "{:>24}", format!("{shown} {}", short(word))).unwrap();
+        }
+        writeln!(self.text, "{line}").unwrap();
+    }
 }
 
 /// One timed cell: the shown ratio and its verdict.
@@ -124,44 +136,31 @@ pub fn targets(
         for (scenario, other, limit) in TIMED {
             let key = |pages| RowKey::find(scenario, pages, threads).expect("a grid row");
             let label = format!("{}, {threads}t, /{other} <= {limit:.1}x", key(1).label());
-            let mut line = format!("  {label:<46}");
-            for pages in PAGES {
+            t.line(&label, |pages| {
                 let rows = (
                     combined(h, &key(pages)),
                     combined(against(other), &key(pages)),
                 );
-                let (shown, word) = match rows {
+                match rows {
                     (Some(a), Some(b)) => timed_cell(&a, &b, limit, clock, model),
                     _ => ("-".into(), "not measured"),
-                };
-                t.count(word);
-                write!(line, "{:>24}", format!("{shown} {}", short(word))).unwrap();
-            }
-            writeln!(t.text, "{line}").unwrap();
+                }
+            });
         }
     }
     for scenario in RSS {
         let key = |pages| RowKey::find(scenario, pages, 1).expect("a grid row");
-        let mut line = format!(
-            "  {:<46}",
-            format!("{}, Rss /patched <= 1.0x", key(1).label())
-        );
-        for pages in PAGES {
+        let label = format!("{}, Rss /patched <= 1.0x", key(1).label());
+        t.line(&label, |pages| {
             let rss = |k: &KernelBench| combined(k, &key(pages)).and_then(|c| c.rss_kb);
-            let (shown, word) = match (rss(h), rss(patched)) {
-                (Some(a), Some(b)) => {
-                    let ratio = a / b.max(1.0);
-                    (
-                        format!("{ratio:.2}x"),
-                        if a <= b { "met" } else { "MISSED" },
-                    )
-                }
+            match (rss(h), rss(patched)) {
+                (Some(a), Some(b)) => (
+                    format!("{:.2}x", a / b.max(1.0)),
+                    if a <= b { "met" } else { "MISSED" },
+                ),
                 _ => ("-".into(), "not measured"),
-            };
-            t.count(word);
-            write!(line, "{:>24}", format!("{shown} {}", short(word))).unwrap();
-        }
-        writeln!(t.text, "{line}").unwrap();
+            }
+        });
     }
     writeln!(
         t.text,
