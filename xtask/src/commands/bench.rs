@@ -292,6 +292,10 @@ fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape
     if clock != Clock::Icount {
         bail!("--gate compares guest instructions, and this run was on a wall clock (KVM): use --accel tcg");
     }
+    let boots = results.iter().map(|k| k.boots.len()).min().unwrap_or(0);
+    if boots < 2 {
+        bail!("--gate judges steadiness across boots, and this run booted each kernel {boots} time(s): add --repeat 2");
+    }
     let record = read_record()?;
     if let Some(why) = record.mismatch(shape) {
         bail!(
@@ -299,11 +303,11 @@ fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape
             record_path().display()
         );
     }
-    let (worse, compared, unrecorded) = regressions(&record, results);
-    for w in &worse {
+    let c = regressions(&record, results);
+    for w in &c.worse {
         eprintln!("bench gate: worse than the record: {w}");
     }
-    for k in &unrecorded {
+    for k in &c.unrecorded {
         eprintln!(
             "bench gate: {k} has no rows in the record: not compared (record it with --record)"
         );
@@ -311,17 +315,18 @@ fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape
     if unsteady > 0 {
         eprintln!("bench gate: {unsteady} one-thread row(s) of 1 ms or more are unsteady (boots more than 1% apart; listed above)");
     }
-    if compared == 0 {
+    if c.compared == 0 {
         eprintln!(
             "bench gate: no row of this run is in {}: nothing was compared",
             record_path().display()
         );
         return Ok(true);
     }
-    let failed = !worse.is_empty() || unsteady > 0;
+    let failed = c.rows_worse > 0 || unsteady > 0;
     eprintln!(
-        "bench gate: {} of {compared} rows within the record, {unsteady} unsteady: {}",
-        compared - worse.len().min(compared),
+        "bench gate: {} of {} rows within the record, {unsteady} unsteady: {}",
+        c.compared - c.rows_worse,
+        c.compared,
         if failed { "FAILED" } else { "passed" }
     );
     Ok(failed)
@@ -333,8 +338,12 @@ fn gate_targets(goals: Option<&crate::report::targets::Targets>, head: &str) -> 
             eprintln!("bench: --gate-targets needs base, patched and {head} in the run");
             true
         }
-        Some(t) if t.missed > 0 || t.met == 0 => {
-            eprintln!("bench: {} target(s) of {head} MISSED", t.missed);
+        // Met means every target: an unmeasured or open one is no pass.
+        Some(t) if t.missed > 0 || t.undecided > 0 || t.met == 0 => {
+            eprintln!(
+                "bench: targets of {head}: {} MISSED, {} not measured or not established",
+                t.missed, t.undecided
+            );
             true
         }
         Some(_) => false,
@@ -458,6 +467,35 @@ fn write_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gates_pass_only_on_what_they_judged() {
+        let one_boot = [KernelBench {
+            kernel: "base".into(),
+            boots: vec![vec![]],
+        }];
+        let shape = RunShape {
+            quick: true,
+            cpus: Some(1),
+            append: vec![],
+        };
+        let err = gate(&one_boot, Clock::Icount, 0, &shape).unwrap_err();
+        assert!(err.to_string().contains("add --repeat 2"), "{err}");
+        let t = |met, missed, undecided| crate::report::targets::Targets {
+            text: String::new(),
+            met,
+            missed,
+            undecided,
+        };
+        assert!(!gate_targets(Some(&t(150, 0, 0)), "adaptive"));
+        assert!(gate_targets(Some(&t(149, 1, 0)), "adaptive"));
+        assert!(
+            gate_targets(Some(&t(149, 0, 1)), "adaptive"),
+            "an open target is no pass"
+        );
+        assert!(gate_targets(Some(&t(0, 0, 0)), "adaptive"));
+        assert!(gate_targets(None, "adaptive"));
+    }
 
     #[test]
     fn icount_under_tcg_the_wall_clock_where_kvm_runs() {

@@ -200,29 +200,37 @@ pub fn unsteady_report(kernels: &[KernelBench]) -> (String, usize) {
     (out, failing)
 }
 
-/// Every row of every kernel worse than the record by more than its
-/// tolerance, in instructions or in faults, one line each; how many rows
-/// were compared; and the run's kernels the record has no rows of.
-pub fn regressions(
-    record: &BenchRecord,
-    kernels: &[KernelBench],
-) -> (Vec<String>, usize, Vec<String>) {
-    let mut worse = vec![];
-    let mut compared = 0;
-    let mut unrecorded = vec![];
+/// A run held to the record.
+#[derive(Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// One line for each way a row is worse (instructions, faults).
+    pub worse: Vec<String>,
+    /// Rows worse in some way, and rows compared.
+    pub rows_worse: usize,
+    pub compared: usize,
+    /// The run's kernels the record has no rows of.
+    pub unrecorded: Vec<String>,
+}
+
+/// Every row of every kernel against the record: worse by more than its
+/// tolerance, in instructions or in faults.
+pub fn regressions(record: &BenchRecord, kernels: &[KernelBench]) -> Comparison {
+    let mut c = Comparison::default();
     for k in kernels {
         if !record.kernels.contains_key(&k.kernel) {
-            unrecorded.push(k.kernel.clone());
+            c.unrecorded.push(k.kernel.clone());
         }
         for key in RowKey::all() {
             let (Some(now), Some(then)) = (combined(k, &key), record.row(&k.kernel, &key)) else {
                 continue;
             };
-            compared += 1;
-            worse.extend(row_regressions(&k.kernel, &key, &now, then));
+            c.compared += 1;
+            let lines = row_regressions(&k.kernel, &key, &now, then);
+            c.rows_worse += usize::from(!lines.is_empty());
+            c.worse.extend(lines);
         }
     }
-    (worse, compared, unrecorded)
+    c
 }
 
 /// One row's lines: its instructions, then its faults.
@@ -271,11 +279,11 @@ mod tests {
     fn a_row_worse_than_the_record_by_more_than_its_spread_fails() {
         let recorded = [kernel("adaptive", &[(1_800_000, 38.0), (1_801_000, 38.0)])];
         let record = BenchRecord::of(&recorded, shape());
-        let (worse, compared, _) = regressions(&record, &recorded);
-        assert_eq!((worse.len(), compared), (0, 1), "{worse:?}");
+        let c = regressions(&record, &recorded);
+        assert_eq!((c.worse.len(), c.compared), (0, 1), "{:?}", c.worse);
         // 0.8% slower: above the record's 0.06% spread and the 0.5% floor.
         let slower = [kernel("adaptive", &[(1_815_000, 38.0), (1_815_000, 38.0)])];
-        let (worse, ..) = regressions(&record, &slower);
+        let worse = regressions(&record, &slower).worse;
         assert_eq!(worse.len(), 1, "{worse:?}");
         assert!(
             worse[0].starts_with("adaptive: write all, 8 MiB, 1 thread:"),
@@ -283,18 +291,27 @@ mod tests {
         );
         // A steady row never gets more than 2%, whatever its spread.
         let noisy = [kernel("adaptive", &[(1_800_000, 38.0), (1_900_000, 38.0)])];
-        let (worse, ..) = regressions(&record, &noisy);
+        let worse = regressions(&record, &noisy).worse;
         assert_eq!(worse.len(), 1, "{worse:?}");
         // More faults fail on their own.
         let faulty = [kernel("adaptive", &[(1_800_000, 40.0)])];
-        let (worse, ..) = regressions(&record, &faulty);
+        let c = regressions(&record, &faulty);
+        assert_eq!(c.rows_worse, 1, "one row, worse in faults: {:?}", c.worse);
+        let worse = c.worse;
         assert!(worse.iter().any(|w| w.contains("40.0 faults")), "{worse:?}");
         // Faster is never a failure; another kernel is not compared.
-        let (worse, compared, _) =
-            regressions(&record, &[kernel("adaptive", &[(1_500_000, 30.0)])]);
-        assert_eq!((worse.len(), compared), (0, 1));
-        let (_, compared, unrecorded) = regressions(&record, &[kernel("base", &[(9, 0.0)])]);
-        assert_eq!((compared, unrecorded), (0, vec!["base".to_string()]));
+        // Worse in both ways is one row worse, said twice.
+        let both = regressions(&record, &[kernel("adaptive", &[(1_900_000, 40.0)])]);
+        assert_eq!(
+            (both.worse.len(), both.rows_worse),
+            (2, 1),
+            "{:?}",
+            both.worse
+        );
+        let c = regressions(&record, &[kernel("adaptive", &[(1_500_000, 30.0)])]);
+        assert_eq!((c.worse.len(), c.rows_worse, c.compared), (0, 0, 1));
+        let c = regressions(&record, &[kernel("base", &[(9, 0.0)])]);
+        assert_eq!((c.compared, c.unrecorded), (0, vec!["base".to_string()]));
     }
 
     fn shape() -> RunShape {
