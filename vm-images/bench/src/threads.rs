@@ -149,11 +149,7 @@ fn work(
         Mode::Own => {
             let m = Mapping::new(map, scenario.populate())
                 .map_err(|e| describe("mmap (own, threads)", &e))?;
-            if scenario.reads() {
-                std::hint::black_box(m.read_pages(pages));
-            } else {
-                m.touch_pages(pages);
-            }
+            crate::access(&m, scenario, pages);
             m.unmap().map_err(|e| describe("munmap (own, threads)", &e))
         }
         // The main thread's mmap() failed: it reports that.

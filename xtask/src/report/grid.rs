@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::bench::{KernelBench, Record};
+use super::bench::{us, KernelBench, Record};
 use super::interval::median;
 use super::model::Model;
 
@@ -196,19 +196,10 @@ fn cell(c: &Combined, clock: Clock, model: Option<&Model>) -> String {
         (Clock::Icount, Some(m)) => format!(
             "{:.1}k {faults} {}",
             c.median_ns / 1000.0,
-            short_us(m.estimate_us(c.median_ns, c.user_faults))
+            us(m.estimate_us(c.median_ns, c.user_faults) * 1000.0)
         ),
         (Clock::Icount, None) => format!("{:.1}k {faults}", c.median_ns / 1000.0),
-        (Clock::Wall, _) => format!("{} {faults}", short_us(c.median_ns / 1000.0)),
-    }
-}
-
-/// "233us", "6.2us".
-pub fn short_us(us: f64) -> String {
-    if us >= 100.0 {
-        format!("{us:.0}us")
-    } else {
-        format!("{us:.1}us")
+        (Clock::Wall, _) => format!("{} {faults}", us(c.median_ns)),
     }
 }
 

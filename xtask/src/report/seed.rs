@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::bench::{KernelBench, SEED_ROWS};
-use super::grid::{combined, short_us, Clock, Combined, RowKey};
+use super::bench::{us, KernelBench, SEED_ROWS};
+use super::grid::{combined, Clock, Combined, RowKey};
 use super::model::Model;
 
 fn seed_row(scenario: &'static str) -> RowKey {
@@ -22,7 +22,7 @@ fn figures(c: &Combined, clock: Clock, model: Option<&Model>) -> (String, f64) {
                     "{:.1}k {:.0} {}",
                     c.median_ns / 1000.0,
                     c.user_faults,
-                    short_us(est)
+                    us(est * 1000.0)
                 ),
                 est,
             )
@@ -32,11 +32,7 @@ fn figures(c: &Combined, clock: Clock, model: Option<&Model>) -> (String, f64) {
             c.median_ns,
         ),
         (Clock::Wall, _) => (
-            format!(
-                "{} ±{:.0}%",
-                short_us(c.median_ns / 1000.0),
-                c.spread * 100.0
-            ),
+            format!("{} ±{:.0}%", us(c.median_ns), c.spread * 100.0),
             c.median_ns,
         ),
     }
