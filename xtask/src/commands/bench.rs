@@ -307,6 +307,9 @@ fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape
     for w in &c.worse {
         eprintln!("bench gate: worse than the record: {w}");
     }
+    for m in &c.missing {
+        eprintln!("bench gate: in the record but not measured in this run: {m}");
+    }
     for k in &c.unrecorded {
         eprintln!(
             "bench gate: {k} has no rows in the record: not compared (record it with --record)"
@@ -322,11 +325,12 @@ fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape
         );
         return Ok(true);
     }
-    let failed = c.rows_worse > 0 || unsteady > 0;
+    let failed = c.rows_worse > 0 || unsteady > 0 || !c.missing.is_empty();
     eprintln!(
-        "bench gate: {} of {} rows within the record, {unsteady} unsteady: {}",
+        "bench gate: {} of {} rows within the record, {} recorded rows not measured, {unsteady} unsteady: {}",
         c.compared - c.rows_worse,
         c.compared,
+        c.missing.len(),
         if failed { "FAILED" } else { "passed" }
     );
     Ok(failed)

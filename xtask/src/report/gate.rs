@@ -210,6 +210,8 @@ pub struct Comparison {
     pub compared: usize,
     /// The run's kernels the record has no rows of.
     pub unrecorded: Vec<String>,
+    /// Rows the record has of a run's kernel that the run did not measure.
+    pub missing: Vec<String>,
 }
 
 /// Every row of every kernel against the record: worse by more than its
@@ -221,7 +223,11 @@ pub fn regressions(record: &BenchRecord, kernels: &[KernelBench]) -> Comparison 
             c.unrecorded.push(k.kernel.clone());
         }
         for key in RowKey::all() {
-            let (Some(now), Some(then)) = (combined(k, &key), record.row(&k.kernel, &key)) else {
+            let (now, Some(then)) = (combined(k, &key), record.row(&k.kernel, &key)) else {
+                continue;
+            };
+            let Some(now) = now else {
+                c.missing.push(format!("{}: {}", k.kernel, key.describe()));
                 continue;
             };
             c.compared += 1;
@@ -312,6 +318,14 @@ mod tests {
         assert_eq!((c.worse.len(), c.rows_worse, c.compared), (0, 0, 1));
         let c = regressions(&record, &[kernel("base", &[(9, 0.0)])]);
         assert_eq!((c.compared, c.unrecorded), (0, vec!["base".to_string()]));
+        // A recorded row the run lacks is named, not skipped.
+        let empty = [KernelBench {
+            kernel: "adaptive".into(),
+            boots: vec![vec![], vec![]],
+        }];
+        let c = regressions(&record, &empty);
+        assert_eq!(c.compared, 0);
+        assert_eq!(c.missing, ["adaptive: write all, 8 MiB, 1 thread"]);
     }
 
     fn shape() -> RunShape {
