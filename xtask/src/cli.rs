@@ -405,6 +405,11 @@ pub struct KselftestArgs {
     /// Run every test test_progs has (kselftest/DENYLIST still applies).
     #[arg(long, conflicts_with = "tests")]
     pub all: bool,
+    /// The variant -t's tests are new in: they must not pass on base and
+    /// the variants before it (their feature is missing there), and must
+    /// pass from it on. Without it, -t's tests must pass on every kernel.
+    #[arg(long, value_name = "VARIANT", requires = "tests")]
+    pub new_on: Option<String>,
     /// The runners, comma-separated (default: all five, as BPF CI runs
     /// them): test_progs, test_progs-no_alu32, test_progs-cpuv4 (-t and
     /// the lists choose their tests), test_maps, test_verifier (always

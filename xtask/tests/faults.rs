@@ -794,7 +794,48 @@ diff --git a/tools/testing/selftests/bpf/prog_tests/mmap.c b/tools/testing/selft
  \tmemset(&map_info, 0, map_info_sz);
 ";
 
-/// 0001 and a change to upstream's mmap test that expects eager pages.
+/// A new test of the BPF tree's, for 0001's feature: a fresh read-only
+/// mapping of a map has no page resident. It fails on base (eager) and
+/// passes on patched.
+const LAZY_MMAP_TEST_PATCH: &str = "\
+diff --git a/tools/testing/selftests/bpf/prog_tests/lazy_mmap.c b/tools/testing/selftests/bpf/prog_tests/lazy_mmap.c
+new file mode 100644
+--- /dev/null
++++ b/tools/testing/selftests/bpf/prog_tests/lazy_mmap.c
+@@ -0,0 +1,29 @@
++// SPDX-License-Identifier: GPL-2.0
++#include <test_progs.h>
++#include <sys/mman.h>
++#include \"test_mmap.skel.h\"
++
++void test_lazy_mmap(void)
++{
++\tconst size_t page_size = sysconf(_SC_PAGE_SIZE);
++\tunsigned char resident = 1;
++\tstruct test_mmap *skel;
++\tvoid *p;
++
++\tskel = test_mmap__open();
++\tif (!ASSERT_OK_PTR(skel, \"open\"))
++\t\treturn;
++\tif (!ASSERT_OK(bpf_map__set_max_entries(skel->maps.rdonly_map, page_size), \"rdonly\") ||
++\t    !ASSERT_OK(bpf_map__set_max_entries(skel->maps.data_map, 4 * (page_size / 8)), \"data\") ||
++\t    !ASSERT_OK(test_mmap__load(skel), \"load\"))
++\t\tgoto out;
++\tp = mmap(NULL, page_size, PROT_READ, MAP_SHARED,
++\t\t bpf_map__fd(skel->maps.rdonly_map), 0);
++\tif (ASSERT_NEQ(p, MAP_FAILED, \"mmap\")) {
++\t\tASSERT_OK(mincore(p, page_size, &resident), \"mincore\");
++\t\tASSERT_EQ(resident & 1, 0, \"resident_at_mmap\");
++\t\tmunmap(p, page_size);
++\t}
++out:
++\ttest_mmap__destroy(skel);
++}
+";
+
+/// 0001, a change to upstream's mmap test that expects eager pages, and
+/// a new test that expects lazy ones.
 fn eager_mmap_test_series() -> PathBuf {
     let dir = tempdir("eager-mmap-series");
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -805,9 +846,10 @@ fn eager_mmap_test_series() -> PathBuf {
         EAGER_MMAP_TEST_PATCH,
     )
     .unwrap();
+    fs::write(dir.join("0003-lazy-mmap-test.patch"), LAZY_MMAP_TEST_PATCH).unwrap();
     fs::write(
         dir.join("series"),
-        format!("{first}\n0002-eager-mmap-test.patch\n"),
+        format!("{first}\n0002-eager-mmap-test.patch\n0003-lazy-mmap-test.patch\n"),
     )
     .unwrap();
     dir
@@ -822,13 +864,12 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         "--patches",
         dir.to_str().unwrap(),
         "-t",
-        "mmap,global_data",
+        "mmap,global_data,lazy_mmap",
         "--runner",
         "test_progs",
         "--stall",
         "30",
     ]);
-    fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, TESTS_FAILED, "{text}");
     let tree_line = text
         .lines()
@@ -839,16 +880,8 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         "{tree_line}"
     );
     assert!(text.contains("FAIL:populated_at_mmap"), "{text}");
-    // The table's row of a test: its name and its status on each kernel.
-    let row = |name: &str| -> Vec<String> {
-        let line = text
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(name))
-            .unwrap_or_else(|| panic!("no {name} row in the table: {text}"));
-        line.split_whitespace().map(String::from).collect()
-    };
     assert_eq!(
-        row("test_progs:mmap"),
+        table_row("test_progs:mmap", &text),
         ["test_progs:mmap", "ok", "FAIL"],
         "{text}"
     );
@@ -868,7 +901,7 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         );
     }
     assert_eq!(
-        row("test_progs:global_data"),
+        table_row("test_progs:global_data", &text),
         ["test_progs:global_data", "CRASH", "CRASH"],
         "{text}"
     );
@@ -886,4 +919,102 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         "{text}"
     );
     assert!(text.contains("global_data_init:OK"), "{text}");
+    assert_every_named_test_held(&text);
+    new_tests_are_held_to_their_variant(&dir);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A test -t names is held on every kernel: failing on base too is no
+/// excuse, and neither is a new test's failing on base without --new-on.
+fn assert_every_named_test_held(text: &str) {
+    let held = text
+        .lines()
+        .find(|l| l.starts_with("FAIL: the tests run must pass on every kernel"))
+        .unwrap_or_else(|| panic!("no held line: {text}"));
+    for broken in [
+        "test_progs:global_data is CRASH on base",
+        "test_progs:lazy_mmap is FAIL on base",
+        "test_progs:mmap is FAIL on patched",
+    ] {
+        assert!(held.contains(broken), "{broken}: {held}");
+    }
+    assert!(!held.contains("lazy_mmap is FAIL on patched"), "{held}");
+}
+
+/// The table's row of a test: its name and its status on each kernel.
+fn table_row(name: &str, text: &str) -> Vec<String> {
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no {name} row in the table: {text}"));
+    line.split_whitespace().map(String::from).collect()
+}
+
+/// With `--new-on`, a new test must fail on base and pass on patched (it
+/// does: the run passes); a `-t` name no test has is bad input.
+fn new_tests_are_held_to_their_variant(dir: &Path) {
+    // With --new-on, the new test must fail on base and pass on patched:
+    // it does, and the run passes.
+    let (code, text) = run(&[
+        "kselftest",
+        "--patches",
+        dir.to_str().unwrap(),
+        "-t",
+        "lazy_mmap",
+        "--new-on",
+        "patched",
+        "--runner",
+        "test_progs",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        table_row("test_progs:lazy_mmap", &text),
+        ["test_progs:lazy_mmap", "FAIL", "ok"],
+        "{text}"
+    );
+    // A name no test has is bad input, said before a boot.
+    let (code, text) = run(&[
+        "kselftest",
+        "--patches",
+        dir.to_str().unwrap(),
+        "-t",
+        "no_such_test",
+        "--runner",
+        "test_progs",
+    ]);
+    assert_eq!(code, SETUP_FAILED, "{text}");
+    assert!(
+        text.contains("-t no_such_test: no test of test_progs matches it"),
+        "{text}"
+    );
+    assert!(!text.contains("booting"), "{text}");
+}
+
+#[test]
+#[ignore = "boots kernels: run by cargo xtask ci"]
+fn mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control() {
+    use std::os::unix::fs::PermissionsExt;
+    // A QEMU that is there and cannot start a guest.
+    let bin = tempdir("broken-qemu");
+    let qemu = bin.join("qemu-system-x86_64");
+    fs::write(
+        &qemu,
+        "#!/bin/sh\necho 'qemu-system-x86_64: planted failure: cannot start' >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&qemu, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut command = xtask(&["mutants", "--filter", "0001.40.flag3", "--fresh"]);
+    command.env("PATH", path).env("BPFLAB_NO_INSTALL", "1");
+    let r = run_to_end(command, Duration::from_secs(600));
+    fs::remove_dir_all(&bin).unwrap();
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_ne!(r.code, 0, "{text}");
+    assert!(
+        text.contains("the control failed: the judge on the unmutated patched kernel gave \"ERROR: the guest never reached /init"),
+        "{text}"
+    );
+    // No mutant was judged, so none was counted killed.
+    assert!(!text.contains("[1/1]"), "{text}");
+    assert!(!text.contains("killed"), "{text}");
 }

@@ -234,12 +234,12 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
         // window (A).
         let want = ctx.faults_after(vma.clone(), &touched);
         assert!(
-            (want..=want + 1).contains(&faults),
+            faults == want,
             "{ctx}: writing every page of map pages {vma:?} took {faults} minor faults, expected {want}"
         );
         let again = faults_to_write(&m, &offsets);
         assert!(
-            again <= 1,
+            again == 0,
             "{ctx}: writing map pages {vma:?} a second time took {again} minor faults, expected 0"
         );
         assert_present(
@@ -313,7 +313,7 @@ pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
     warm_up_fault_counting();
     let faults = faults_to_read(&m, &[read]);
     assert!(
-        (1..=2).contains(&faults),
+        faults == 1,
         "{ctx}: reading zapped page {read} took {faults} minor faults, expected 1"
     );
     // W: window 1 again; P, D: what was left and the page read; A: a

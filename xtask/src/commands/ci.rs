@@ -135,8 +135,10 @@ fn builds(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
 /// debug kernels, two guests at once.
 const FUZZ_SECONDS: &str = "60";
 
-/// The fuzzer on every kernel, then on the debug kernels.
+/// The fuzzer on every kernel, then on the debug kernels, with a seed of
+/// the commit's, so a failing run is repeated by its commit.
 fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
+    let seed = commit_seed().map(|s| s.to_string());
     let fuzz = |id, name, kernels: &str, debug: bool| {
         let mut a = vec![
             "fuzz",
@@ -149,6 +151,9 @@ fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
         ];
         if debug {
             a.push("--debug");
+        }
+        if let Some(seed) = &seed {
+            a.extend(["--seed", seed]);
         }
         xt(id, name, &a)
     };
@@ -384,6 +389,17 @@ struct Outcome {
     took: Duration,
 }
 
+/// The first 64 bits of HEAD's commit id; None outside a git checkout.
+fn commit_seed() -> Option<u64> {
+    let out = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(project::root())
+        .output()
+        .ok()?;
+    let id = String::from_utf8_lossy(&out.stdout);
+    u64::from_str_radix(id.get(..16)?, 16).ok()
+}
+
 pub fn run(args: CiArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let xtask = std::env::current_exe().context("finding the xtask binary")?;
@@ -398,6 +414,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         } else {
             println!("\n===== {} =====", step.name);
         }
+        println!("$ {} {}", step.program, step.args.join(" "));
         let t = Instant::now();
         let mut command = Command::new(&step.program);
         // Every step, the fault tests' own xtask runs included, uses the
@@ -432,6 +449,14 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         outcomes.push(outcome);
         // fmt or clippy failing: the rest would only waste the CI's time.
         if stop {
+            let rest: Vec<&str> = selected[outcomes.len()..].iter().map(|s| s.name).collect();
+            if !rest.is_empty() {
+                println!(
+                    "skipped, as {} failed: {}",
+                    selected[outcomes.len() - 1].name,
+                    rest.join(", ")
+                );
+            }
             break;
         }
     }

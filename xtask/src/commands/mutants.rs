@@ -2,9 +2,13 @@
 //! the kernel variant `mutant` (one tree, rebuilt incrementally) and run
 //! through the plan with `--fail-fast`, held to the expectations of the
 //! variant its patch belongs to: 0001's on `patched`, 0002's on
-//! `prefault`. Killed, crashed (counted as killed), survived, or did not
-//! build (not counted); the table per patch, the kill rate and every
-//! survivor's diff at the end.
+//! `direct`. First the judge runs on each such variant unmutated, a
+//! control that must pass, or no outcome would mean anything. Killed,
+//! crashed (counted as killed), survived; did not build, undecided (the
+//! judge broke) and errors (the host failed) are not counted and fail the
+//! run. The table per patch, the kill rate and every survivor's diff at
+//! the end; with `--sample`, each mutant held to the tests its
+//! CI_SAMPLE line names.
 
 use std::collections::HashMap;
 use std::fs;
@@ -17,9 +21,9 @@ use super::vmtest;
 use crate::cli::{MutantJudge, MutantsArgs, VmArgs, VmtestArgs};
 use crate::hostdeps;
 use crate::kernel::series::Series;
-use crate::kernel::{self, KernelConfig, SourceConfig};
+use crate::kernel::{self, ExtraConfig, KernelConfig, SourceConfig};
 use crate::mutants::ledger::{self, Ledger};
-use crate::mutants::lists::{self, CI_SAMPLE, EQUIVALENT};
+use crate::mutants::lists::{self, Sampled, CI_SAMPLE};
 use crate::mutants::outcome::{self, Outcome};
 use crate::mutants::{self as mutation, patch_number, Mutant};
 use crate::project::{self, EXIT_TESTS_FAILED};
@@ -33,8 +37,16 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let series = Series::load(&source.patches)?;
     let texts = mutation::read_patches(&series)?;
     let all = mutation::of_series(&series, &texts);
-    let equivalent: HashMap<String, String> = lists::load(EQUIVALENT)?.into_iter().collect();
-    let chosen = select(&all, &args, &series)?;
+    let listed = lists::equivalents()?;
+    lists::check_equivalents(&all, &listed)?;
+    let equivalent: HashMap<String, String> =
+        listed.into_iter().map(|e| (e.id, e.reason)).collect();
+    let sample = if args.sample {
+        Some(lists::sample()?)
+    } else {
+        None
+    };
+    let chosen = select(&all, &args, &series, sample.as_deref())?;
     if args.list {
         list(&chosen, &equivalent);
         return Ok(ExitCode::SUCCESS);
@@ -45,8 +57,61 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     // The tests, the guest image and the kernels' configuration: a change
     // to any of them can change an outcome.
     let tests = tests_key(&args, &source)?;
-    let mut ledger = Ledger::open(&source.cache_dir)?;
+    let counted: Vec<&Mutant> = chosen
+        .iter()
+        .filter(|m| !equivalent.contains_key(&m.id))
+        .collect();
+    if counted.is_empty() {
+        bail!("no mutant to judge: every one chosen is listed in mutants/EQUIVALENT (`--list` shows them)");
+    }
+    control(&args, &source, &series, &counted)?;
     let started = Instant::now();
+    let ctx = Judging {
+        args: &args,
+        source: &source,
+        series: &series,
+        texts: &texts,
+        tests: &tests,
+        run_dir: &run_dir,
+    };
+    let (outcomes, remembered) = judge_all(&ctx, &chosen, &equivalent)?;
+    let secs = (started.elapsed().as_secs_f64(), remembered);
+    let code = report(&chosen, &outcomes, &run_dir, secs)?;
+    let misses = sample
+        .as_deref()
+        .map(|s| outcome::sample_misses(s, &chosen, &outcomes))
+        .unwrap_or_default();
+    for miss in &misses {
+        println!("FAIL: {miss}");
+    }
+    Ok(if misses.is_empty() {
+        code
+    } else {
+        ExitCode::from(EXIT_TESTS_FAILED)
+    })
+}
+
+/// What judging the mutants needs: the command's arguments, the source,
+/// the series and its patches' texts, the tests' key and the run's
+/// directory.
+struct Judging<'a> {
+    args: &'a MutantsArgs,
+    source: &'a SourceConfig,
+    series: &'a Series,
+    texts: &'a [String],
+    tests: &'a str,
+    run_dir: &'a std::path::Path,
+}
+
+/// Each chosen mutant's outcome (None: equivalent), from the ledger or
+/// run, and what the ledger's outcomes took when they ran.
+fn judge_all(
+    ctx: &Judging,
+    chosen: &[Mutant],
+    equivalent: &HashMap<String, String>,
+) -> Result<(Vec<Option<Outcome>>, f64)> {
+    let (args, source, series, texts) = (ctx.args, ctx.source, ctx.series, ctx.texts);
+    let mut ledger = Ledger::open(&source.cache_dir)?;
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();
     // What the outcomes taken from the ledger took when they were run.
     let mut remembered = 0.0;
@@ -57,7 +122,7 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
             continue;
         }
         let mutated = m.patch_text(&texts[m.patch]);
-        let key = ledger_key(&texts[..m.patch], &mutated, &tests);
+        let key = ledger_key(&texts[..m.patch], &mutated, ctx.tests);
         let outcome = match ledger.get(&key).filter(|_| !args.fresh) {
             Some((o, secs)) => {
                 remembered += secs;
@@ -81,7 +146,7 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
                     m.brief()
                 );
                 let t = Instant::now();
-                let o = run_one(&args, &source, &series, m, &mutated, &run_dir)?;
+                let o = run_one(args, source, series, m, &mutated, ctx.run_dir)?;
                 let secs = t.elapsed().as_secs_f64();
                 eprintln!(
                     "[{}/{}] {}: {} in {secs:.0} s: {}",
@@ -91,14 +156,57 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
                     o.word(),
                     o.detail()
                 );
-                ledger.put(key, &m.id, o.clone(), secs)?;
+                // A host failure says nothing of the mutant: not kept.
+                if !matches!(o, Outcome::Error { .. }) {
+                    ledger.put(key, &m.id, o.clone(), secs)?;
+                }
                 o
             }
         };
         outcomes.push(Some(outcome));
     }
-    let secs = (started.elapsed().as_secs_f64(), remembered);
-    report(&chosen, &outcomes, &run_dir, secs)
+    Ok((outcomes, remembered))
+}
+
+/// The judge on each variant the counted mutants are held to, unmutated:
+/// every test must pass (the fuzzer: run clean), or the mutants' outcomes
+/// would say nothing (a host that cannot boot guests kills every mutant).
+fn control(
+    args: &MutantsArgs,
+    source: &SourceConfig,
+    series: &Series,
+    counted: &[&Mutant],
+) -> Result<()> {
+    let mut claims: Vec<String> = Vec::new();
+    for m in counted {
+        let claim = claim_for(series, m.patch)?;
+        if !claims.contains(&claim) {
+            claims.push(claim);
+        }
+    }
+    let specs = kernel::specs_for(
+        &claims,
+        series,
+        (KernelConfig::Lean, false),
+        &ExtraConfig::default(),
+    )?;
+    let manifest = kernel::build(source, &specs)?;
+    for (claim, built) in claims.iter().zip(&manifest.kernels) {
+        let t = Instant::now();
+        let o = judge_kernel(args, source, &built.bzimage, claim)?;
+        if o != Outcome::Survived {
+            bail!(
+                "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; run `cargo xtask vmtest --kernel {claim}` to see why",
+                o.word(),
+                o.detail()
+            );
+        }
+        eprintln!(
+            "[control] {claim} unmutated: every test passed in {:.0} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 /// What besides the mutated series keys an outcome in the ledger: the
@@ -118,15 +226,19 @@ fn tests_key(args: &MutantsArgs, source: &SourceConfig) -> Result<String> {
     ))
 }
 
-/// The mutants asked for: `--sample`, `--patch`, `--filter`.
-fn select(all: &[Mutant], args: &MutantsArgs, series: &Series) -> Result<Vec<Mutant>> {
-    if args.sample {
-        let sample = lists::load(CI_SAMPLE)?;
+/// The mutants asked for: `--sample` (its entries), `--patch`, `--filter`.
+fn select(
+    all: &[Mutant],
+    args: &MutantsArgs,
+    series: &Series,
+    sample: Option<&[Sampled]>,
+) -> Result<Vec<Mutant>> {
+    if let Some(sample) = sample {
         return sample
             .iter()
-            .map(|(id, _)| {
-                all.iter().find(|m| &m.id == id).cloned().with_context(|| {
-                    format!("mutants/{CI_SAMPLE}: no mutant {id} (`cargo xtask mutants --list` lists them)")
+            .map(|s| {
+                all.iter().find(|m| m.id == s.id).cloned().with_context(|| {
+                    format!("mutants/{CI_SAMPLE}: no mutant {} (`cargo xtask mutants --list` lists them)", s.id)
                 })
             })
             .collect();
@@ -225,18 +337,28 @@ fn run_one(
         }
     };
     let claim = claim_for(series, m.patch)?;
+    judge_kernel(args, source, &built.bzimage, &claim)
+}
+
+/// The judge (`--judge`) on one kernel, held to `claim`'s expectations.
+fn judge_kernel(
+    args: &MutantsArgs,
+    source: &SourceConfig,
+    bzimage: &std::path::Path,
+    claim: &str,
+) -> Result<Outcome> {
     if args.judge == MutantJudge::Fuzz {
-        return fuzz_mutant(args, source, &built.bzimage, &claim);
+        return fuzz_mutant(args, source, bzimage, claim);
     }
     let plan = vmtest::run_plan(&VmtestArgs {
         source: args.source.clone(),
         vm: VmArgs {
-            kernels: vec![built.bzimage.to_string_lossy().into_owned()],
+            kernels: vec![bzimage.to_string_lossy().into_owned()],
             debug: false,
             kernel_config: KernelConfig::Lean,
             config: Vec::new(),
             accel: args.accel,
-            claim,
+            claim: claim.to_string(),
             timeout: None,
             bundle: None,
             machine: Default::default(),
@@ -249,8 +371,13 @@ fn run_one(
         filters: Vec::new(),
     })?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
-    let failure = plan.vm_failures.first().map(|(_, why)| why.as_str());
-    Ok(outcome::judge(&results, failure))
+    let failure = plan.vm_failures.first();
+    if let Some(f) = failure {
+        if let Some(why) = outcome::host_failure(f.reached_init, f.panicked, &f.why) {
+            return Ok(Outcome::Error { why });
+        }
+    }
+    Ok(outcome::judge(&results, failure.map(|f| f.why.as_str())))
 }
 
 /// The fuzzer on a mutant's kernel, held to its variant's model.
@@ -283,9 +410,16 @@ fn fuzz_mutant(
         super::fuzz::Verdict::Diverged(what, _) => Outcome::Killed {
             by: format!("fuzz: {what}"),
         },
-        // The mutant's kernel did not boot: as the plan counts it.
-        super::fuzz::Verdict::Infra(why) => Outcome::Crashed {
+        // The mutant's kernel panicked before the fuzzer reported: as
+        // the plan counts it; anything else is the host's.
+        super::fuzz::Verdict::Infra(why) if crate::vm::judge::is_panic(why) => Outcome::Crashed {
             detail: why.clone(),
+        },
+        super::fuzz::Verdict::Infra(why) => Outcome::Error {
+            why: format!(
+                "the fuzzer's VM could not run: {}",
+                why.lines().next().unwrap_or("")
+            ),
         },
         // A fault of the fuzzer's is no finding about the mutant.
         super::fuzz::Verdict::FuzzerFailed(why) => Outcome::Undecided {
@@ -336,11 +470,15 @@ fn report(
     for m in &survivors {
         text.push_str(&format!("\nSURVIVED {}", m.diff()));
     }
-    let unbuilt = chosen.iter().zip(outcomes).filter_map(|(m, o)| match o {
-        Some(Outcome::Unbuildable { error }) => Some(format!("did not build: {}: {error}\n", m.id)),
-        _ => None,
-    });
-    text.extend(unbuilt);
+    let unjudged: Vec<String> = chosen
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(m, o)| match o {
+            Some(o) if !o.judged() => Some(format!("{} {}: {}\n", o.word(), m.id, o.detail())),
+            _ => None,
+        })
+        .collect();
+    text.extend(unjudged.iter().cloned());
     let path = run_dir.join("report.md");
     let every = every_outcome(chosen, outcomes);
     fs::write(&path, format!("{text}\n{every}"))
@@ -350,10 +488,17 @@ fn report(
     let killed: usize = tallies.values().map(|t| t.killed + t.crashed).sum();
     let counted: usize = killed + survivors.len();
     println!(
-        "mutants: {killed} of {counted} killed, {} survived",
-        survivors.len()
+        "mutants: {killed} of {counted} killed, {} survived, {} not judged",
+        survivors.len(),
+        unjudged.len()
     );
-    Ok(if survivors.is_empty() {
+    if !unjudged.is_empty() {
+        println!(
+            "FAIL: {} mutant(s) not judged (above): a host error is the host's to fix; a mutant that cannot build or that breaks its judge goes in mutants/EQUIVALENT with why, or its operator is fixed",
+            unjudged.len()
+        );
+    }
+    Ok(if survivors.is_empty() && unjudged.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_TESTS_FAILED)

@@ -33,7 +33,18 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
 pub struct PlanRun {
     pub session: Session,
     pub runs: Vec<KernelRun>,
-    pub vm_failures: Vec<(String, String)>,
+    pub vm_failures: Vec<VmFailure>,
+}
+
+/// A kernel whose VM could not do its job: why, and what the guest got
+/// to, which tells a kernel's failure from the host's (mutants).
+pub struct VmFailure {
+    pub kernel: String,
+    pub why: String,
+    /// The guest's /init started.
+    pub reached_init: bool,
+    /// The kernel panicked.
+    pub panicked: bool,
 }
 
 /// Boots each kernel and runs the plan on it; reports per kernel as it
@@ -70,9 +81,14 @@ pub fn run_plan(args: &VmtestArgs) -> Result<PlanRun> {
             max => max.map(|m| m - failures),
         };
         let guest = selftests_guest(args, target, &inject, budget);
-        let failure = |why: String| {
+        let failure = |why: String, outcome: Option<&VmOutcome>| {
             eprintln!("== {}: the VM could not do its job: {why}", target.name);
-            (target.name.clone(), why)
+            VmFailure {
+                kernel: target.name.clone(),
+                why,
+                reached_init: outcome.is_some_and(|o| o.boot_secs.is_some()),
+                panicked: outcome.is_some_and(|o| o.panic.is_some()),
+            }
         };
         match session.run_guest(target, guest) {
             Ok(run) if run.report.results.is_empty() => {
@@ -80,15 +96,20 @@ pub fn run_plan(args: &VmtestArgs) -> Result<PlanRun> {
                     "== {}: no test matches the filters {:?} (`cargo run -p selftests -- --list` lists them)",
                     target.name, args.filters
                 );
-                vm_failures.push((target.name.clone(), "no test ran".into()));
+                vm_failures.push(VmFailure {
+                    kernel: target.name.clone(),
+                    why: "no test ran".into(),
+                    reached_init: true,
+                    panicked: false,
+                });
             }
             Ok(run) => {
                 if let Some(why) = &run.vm_failure {
-                    vm_failures.push(failure(why.clone()));
+                    vm_failures.push(failure(why.clone(), Some(&run.outcome)));
                 }
                 runs.push(kernel_run(&session, target, run, &allowed_skips)?);
             }
-            Err(err) => vm_failures.push(failure(format!("{err:#}"))),
+            Err(err) => vm_failures.push(failure(format!("{err:#}"), None)),
         }
     }
     Ok(PlanRun {
@@ -223,11 +244,7 @@ fn write_ktap(session: &Session, run: &KernelRun) -> Result<()> {
 }
 
 /// The JUnit file, the closing line, and the exit code.
-fn finish(
-    session: &Session,
-    runs: &[KernelRun],
-    vm_failures: &[(String, String)],
-) -> Result<ExitCode> {
+fn finish(session: &Session, runs: &[KernelRun], vm_failures: &[VmFailure]) -> Result<ExitCode> {
     let junit = session.run_dir.join("junit.xml");
     fs::write(&junit, report::junit("bpflab vmtest", runs))?;
     eprintln!(
@@ -237,7 +254,7 @@ fn finish(
     let total = Counts::total(runs);
     println!("{}", total.closing_line());
     if !vm_failures.is_empty() {
-        let names: Vec<&str> = vm_failures.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = vm_failures.iter().map(|f| f.kernel.as_str()).collect();
         eprintln!("VM failure on: {}", names.join(", "));
         return Ok(ExitCode::from(EXIT_INFRA));
     }

@@ -32,11 +32,6 @@ impl Findings {
     pub fn fails(&self) -> bool {
         !self.regressions.is_empty() || !self.unexplained.is_empty()
     }
-
-    /// Whether anything failed anywhere.
-    pub fn any(&self) -> bool {
-        self.fails() || !self.on_base_too.is_empty() || !self.base_only.is_empty()
-    }
 }
 
 fn bad(s: Status) -> bool {
@@ -111,6 +106,63 @@ pub fn findings(sides: &[Side]) -> Findings {
         }
     }
     f
+}
+
+/// What a held set (the default set, or the tests `-t` names) may not
+/// do, one line each: fail on a kernel, or skip on a variant where a base
+/// kernel ran it. `new`: tests (`-t` names) new in the series, so they
+/// must not pass on the kernels `lacking` marks (base, and the variants
+/// before `--new-on`'s); there they are held to that instead.
+pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
+    let is_new = |name: &str| {
+        let test = name.split_once(':').map_or(name, |(_, t)| t);
+        new.iter().any(|t| {
+            test == t
+                || test
+                    .strip_prefix(t.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        })
+    };
+    let mut out = Vec::new();
+    for (name, row) in rows(sides) {
+        let status = |i: usize| row[i].unwrap_or(Status::NotRun);
+        let base_ran = (0..sides.len()).any(|i| !sides[i].patched && status(i) == Status::Pass);
+        for (i, side) in sides.iter().enumerate() {
+            let kernel = &side.run.kernel;
+            if lacking[i] && is_new(&name) {
+                continue;
+            }
+            if bad(status(i)) {
+                out.push(format!("{name} is {} on {kernel}", word(Some(status(i)))));
+            } else if status(i) == Status::Skip && side.patched && base_ran {
+                out.push(format!("{name} skips on {kernel}, where base runs it"));
+            }
+        }
+    }
+    // A new test, as a whole, must not pass where its feature is missing.
+    for (_, side) in sides.iter().enumerate().filter(|(i, _)| lacking[*i]) {
+        for t in new {
+            let runners = side.run.results.iter().filter_map(|r| {
+                let (runner, test) = r.name.split_once(':')?;
+                (test == t || test.starts_with(&format!("{t}/"))).then_some(runner)
+            });
+            let mut seen: Vec<&str> = Vec::new();
+            for runner in runners {
+                if seen.contains(&runner) {
+                    continue;
+                }
+                seen.push(runner);
+                let whole = format!("{runner}:{t}");
+                if status_of(side.run, &whole) == Some(Status::Pass) {
+                    out.push(format!(
+                        "{whole} passes on {}: --new-on says that kernel lacks what it tests",
+                        side.run.kernel
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 fn word(s: Option<Status>) -> &'static str {
@@ -359,5 +411,79 @@ mod tests {
         }]);
         assert!(!f.fails());
         assert!(verdict(&f)[0].starts_with("no regression"));
+    }
+
+    #[test]
+    fn a_held_test_fails_anywhere_and_skips_on_no_variant_base_runs() {
+        use Status::*;
+        let base = run(
+            "base",
+            &[
+                ("tp:a", Fail),
+                ("tp:b", Pass),
+                ("tp:c", Skip),
+                ("tp:d", Pass),
+            ],
+        );
+        let patched = run(
+            "patched",
+            &[
+                ("tp:a", Fail),
+                ("tp:b", Skip),
+                ("tp:c", Skip),
+                ("tp:d", Pass),
+            ],
+        );
+        let sides = pair(&base, &patched);
+        let none = [false, false];
+        assert_eq!(
+            held(&sides, &[], &none),
+            [
+                "tp:a is FAIL on base",
+                "tp:a is FAIL on patched",
+                "tp:b skips on patched, where base runs it"
+            ]
+        );
+        let clean = run("base", &[("tp:d", Pass)]);
+        assert!(held(&pair(&clean, &clean), &[], &none).is_empty());
+    }
+
+    #[test]
+    fn a_new_test_must_not_pass_where_its_feature_is_missing() {
+        use Status::*;
+        let new = ["feat".to_string()];
+        let lacking = [true, false];
+        // Fails on base, passes on the variant: what --new-on says.
+        let base = run(
+            "base",
+            &[("tp:feat/x", Fail), ("tp:feat/y", Pass), ("tp:old", Pass)],
+        );
+        let patched = run(
+            "patched",
+            &[("tp:feat/x", Pass), ("tp:feat/y", Pass), ("tp:old", Pass)],
+        );
+        assert!(held(&pair(&base, &patched), &new, &lacking).is_empty());
+        // Passing on base too: it does not test what the variant adds.
+        let base_ok = run("base", &[("tp:feat/x", Pass), ("tp:old", Pass)]);
+        let patched_ok = run("patched", &[("tp:feat/x", Pass), ("tp:old", Pass)]);
+        assert_eq!(
+            held(&pair(&base_ok, &patched_ok), &new, &lacking),
+            ["tp:feat passes on base: --new-on says that kernel lacks what it tests"]
+        );
+        // Failing on the variant as on base: held as any test.
+        let patched_bad = run(
+            "patched",
+            &[("tp:feat/x", Fail), ("tp:feat/y", Pass), ("tp:old", Pass)],
+        );
+        assert_eq!(
+            held(&pair(&base, &patched_bad), &new, &lacking),
+            ["tp:feat/x is FAIL on patched"]
+        );
+        // A test that is not new still holds on base.
+        let base_old_bad = run("base", &[("tp:feat/x", Fail), ("tp:old", Fail)]);
+        assert_eq!(
+            held(&pair(&base_old_bad, &patched), &new, &lacking),
+            ["tp:old is FAIL on base"]
+        );
     }
 }

@@ -53,6 +53,50 @@ pub fn check_default_set_built(plan: &[String], left_out: &LeftOut) -> Result<()
     Ok(())
 }
 
+/// The tests `-t`'s names select in `runner` (whose arguments are
+/// `argv`, the denylist's `-d` with them), each name checked before a
+/// boot: one left out of the build, one that matches no test, or a
+/// selection the denylist empties is an error that says so, never a VM
+/// failure (test_progs would exit 2, EXIT_NO_TEST).
+pub fn named_tests(
+    dir: &Path,
+    runner: Runner,
+    (names, argv): (&[String], &[String]),
+    left_out: &LeftOut,
+) -> Result<Vec<String>> {
+    for name in names {
+        let test = name.split('/').next().unwrap_or(name);
+        if left_out.tests.iter().any(|t| t == test) {
+            bail!(
+                "-t {name}: left out of {} because a BPF program it loads does not compile against this kernel's BTF ({}); add what it needs to kconfig/selftests.config",
+                runner.name(),
+                describe_progs(left_out)
+            );
+        }
+        let alone = ["-t".to_string(), name.clone()];
+        if guest::Numbering::of(dir, runner, &alone)?
+            .selected
+            .is_empty()
+        {
+            bail!(
+                "-t {name}: no test of {} matches it; `{} -l` in {} lists them",
+                runner.name(),
+                runner.name(),
+                dir.display()
+            );
+        }
+    }
+    let selected = guest::Numbering::of(dir, runner, argv)?.selected;
+    if selected.is_empty() {
+        bail!(
+            "-t {}: every test it selects in {} is in kselftest/DENYLIST",
+            names.join(","),
+            runner.name()
+        );
+    }
+    Ok(selected)
+}
+
 /// Why each left-out file is: the programs' and tests' first complaints.
 pub fn describe_progs(left_out: &LeftOut) -> String {
     let progs = left_out

@@ -130,9 +130,9 @@ impl Mutant {
         out
     }
 
-    /// The mutation on one line, for `--list`: the first changed line,
-    /// before and after.
-    pub fn brief(&self) -> String {
+    /// The first line the mutation changes, before and after (an emptied
+    /// line as `(deleted)`), trimmed.
+    fn changed_line(&self) -> (String, String) {
         let k = (0..self.original.len())
             .find(|&k| self.original[k] != self.replacement[k])
             .unwrap_or(0);
@@ -140,11 +140,19 @@ impl Mutant {
             "" => "(deleted)".to_string(),
             t => t.to_string(),
         };
-        format!(
-            "{}  →  {}",
-            shown(&self.original[k]),
-            shown(&self.replacement[k])
-        )
+        (shown(&self.original[k]), shown(&self.replacement[k]))
+    }
+
+    /// The mutated line as it reads in the mutant: what EQUIVALENT keys on.
+    pub fn mutated_line(&self) -> String {
+        self.changed_line().1
+    }
+
+    /// The mutation on one line, for `--list`: the first changed line,
+    /// before and after.
+    pub fn brief(&self) -> String {
+        let (before, after) = self.changed_line();
+        format!("{before}  →  {after}")
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::lists::{Sampled, CI_SAMPLE};
 use super::Mutant;
 use crate::report::protocol::{Status, TestResult};
 
@@ -29,6 +30,12 @@ pub enum Outcome {
     Undecided {
         why: String,
     },
+    /// The host could not judge it: QEMU did not start or the guest never
+    /// reached /init without a panic. Never kept in the ledger, and the
+    /// run fails: it says nothing of the mutant.
+    Error {
+        why: String,
+    },
 }
 
 impl Outcome {
@@ -39,6 +46,7 @@ impl Outcome {
             Outcome::Survived => "SURVIVED",
             Outcome::Unbuildable { .. } => "did not build",
             Outcome::Undecided { .. } => "undecided",
+            Outcome::Error { .. } => "ERROR",
         }
     }
 
@@ -48,12 +56,50 @@ impl Outcome {
             Outcome::Crashed { detail } => detail,
             Outcome::Survived => "every test passed",
             Outcome::Unbuildable { error } => error,
-            Outcome::Undecided { why } => why,
+            Outcome::Undecided { why } | Outcome::Error { why } => why,
         }
+    }
+
+    /// Whether it says something of the mutant: a kill, a crash or a
+    /// survival (what the kill rate counts).
+    pub fn judged(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Killed { .. } | Outcome::Crashed { .. } | Outcome::Survived
+        )
+    }
+
+    /// The plan test that killed it (`t03` of `t03_vmflags_…: why`), for a
+    /// kill or a crash during a test.
+    pub fn killer(&self) -> Option<&str> {
+        let text = match self {
+            Outcome::Killed { by } => by,
+            Outcome::Crashed { detail } => detail,
+            _ => return None,
+        };
+        let name = text.split(':').next()?;
+        let id = name.split('_').next()?;
+        let is_id =
+            id.len() > 1 && id.starts_with('t') && id[1..].chars().all(|c| c.is_ascii_digit());
+        is_id.then_some(id)
     }
 }
 
-/// A mutant's run: its results and, when the VM could not finish, why.
+/// Why a VM failure judges the host rather than the mutant: the guest
+/// never reached /init and the kernel did not panic (a mutant of the
+/// series' mmap code cannot stop a boot before /init, a host or QEMU
+/// failure can). None for a failure that is the mutant's.
+pub fn host_failure(reached_init: bool, panicked: bool, why: &str) -> Option<String> {
+    (!reached_init && !panicked).then(|| {
+        format!(
+            "the guest never reached /init and its kernel did not panic (QEMU or the host): {}",
+            first_line(why)
+        )
+    })
+}
+
+/// A mutant's run: its results and, when the VM could not finish, why
+/// (already told apart from a host failure, `host_failure`).
 pub fn judge(results: &[TestResult], vm_failure: Option<&str>) -> Outcome {
     if let Some(r) = results.iter().find(|r| r.status == Status::Fail) {
         return Outcome::Killed {
@@ -78,6 +124,41 @@ pub fn judge(results: &[TestResult], vm_failure: Option<&str>) -> Outcome {
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
+}
+
+/// The sampled mutants not killed by a test their CI_SAMPLE line names,
+/// each said in one line.
+pub fn sample_misses(
+    sample: &[Sampled],
+    chosen: &[Mutant],
+    outcomes: &[Option<Outcome>],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (m, o) in chosen.iter().zip(outcomes) {
+        let (Some(s), Some(o)) = (sample.iter().find(|s| s.id == m.id), o) else {
+            continue;
+        };
+        if !o.judged() || o == &Outcome::Survived {
+            continue;
+        }
+        let named = s.killers.join("/").to_uppercase();
+        match o.killer() {
+            Some(k) if s.killers.iter().any(|want| want == k) => {}
+            Some(k) => out.push(format!(
+                "mutants/{CI_SAMPLE}: {} was killed by {} ({}), its line names {named}: update the line, or find why {named} no longer kills it",
+                m.id,
+                k.to_uppercase(),
+                o.detail().lines().next().unwrap_or("")
+            )),
+            None => out.push(format!(
+                "mutants/{CI_SAMPLE}: {} was {} outside every plan test ({}), its line names {named}",
+                m.id,
+                o.word(),
+                o.detail().lines().next().unwrap_or("")
+            )),
+        }
+    }
+    out
 }
 
 /// One patch's figures.
@@ -115,7 +196,7 @@ pub fn tally<'a>(
             Some(Outcome::Crashed { .. }) => t.crashed += 1,
             Some(Outcome::Survived) => t.survived += 1,
             Some(Outcome::Unbuildable { .. }) => t.unbuildable += 1,
-            Some(Outcome::Undecided { .. }) => t.undecided += 1,
+            Some(Outcome::Undecided { .. } | Outcome::Error { .. }) => t.undecided += 1,
         }
     }
     out
@@ -180,6 +261,62 @@ mod tests {
                 detail: "no results".into()
             }
         );
+    }
+
+    #[test]
+    fn a_vm_that_never_reached_init_without_a_panic_is_the_hosts() {
+        assert!(host_failure(false, false, "QEMU exited with status 1\nx")
+            .unwrap()
+            .ends_with(": QEMU exited with status 1"));
+        assert_eq!(host_failure(false, true, "panic"), None);
+        assert_eq!(host_failure(true, false, "hung"), None);
+        let error = Outcome::Error { why: "x".into() };
+        assert!(!error.judged() && Outcome::Survived.judged());
+    }
+
+    #[test]
+    fn a_sampled_mutant_must_fall_to_a_test_its_line_names() {
+        let m = |id: &str| Mutant {
+            id: id.into(),
+            patch: 0,
+            patch_name: "0001".into(),
+            op: Op::Delete,
+            first: 0,
+            original: vec![],
+            replacement: vec![],
+            file: "f".into(),
+            new_line: 1,
+        };
+        let s = |id: &str, killers: &[&str]| Sampled {
+            id: id.into(),
+            killers: killers.iter().map(|k| k.to_string()).collect(),
+            what: "w".into(),
+        };
+        let sample = [
+            s("a", &["t03"]),
+            s("b", &["t06", "t09"]),
+            s("c", &["t02"]),
+            s("d", &["t02"]),
+        ];
+        let chosen = [m("a"), m("b"), m("c"), m("d")];
+        let outcomes = [
+            Some(Outcome::Killed {
+                by: "t03_vmflags: lacks mm".into(),
+            }),
+            Some(Outcome::Crashed {
+                detail: "t09_populate: the kernel panicked".into(),
+            }),
+            Some(Outcome::Killed {
+                by: "t32_races: SIGBUS".into(),
+            }),
+            Some(Outcome::Crashed {
+                detail: "the guest hung".into(),
+            }),
+        ];
+        let misses = sample_misses(&sample, &chosen, &outcomes);
+        assert_eq!(misses.len(), 2, "{misses:?}");
+        assert!(misses[0].contains("c was killed by T32") && misses[0].contains("names T02"));
+        assert!(misses[1].contains("d was crashed outside every plan test"));
     }
 
     #[test]

@@ -16,11 +16,19 @@ pub struct Judged {
     pub vm_failure: Option<String>,
 }
 
+/// How a VM failure that is a kernel panic begins.
+const PANICKED: &str = "the kernel panicked";
+
+/// Whether a VM failure's text is a kernel panic's.
+pub fn is_panic(why: &str) -> bool {
+    why.starts_with(PANICKED)
+}
+
 /// Why the VM did not finish by itself, in order of what explains the
 /// most: a panic, then a timeout.
 fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
     if let Some(panic) = &outcome.panic {
-        return Some(format!("the kernel panicked: {}", panic.trim()));
+        return Some(format!("{PANICKED}: {}", panic.trim()));
     }
     match &outcome.end {
         VmEnd::BootTimeout => Some(format!(
