@@ -1018,3 +1018,48 @@ fn mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control() {
     assert!(!text.contains("[1/1]"), "{text}");
     assert!(!text.contains("killed"), "{text}");
 }
+
+/// A line whose comparison, swapped, stops the build: a static_assert.
+const UNBUILDABLE_MUTANT_PATCH: &str = "\
+diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
+--- a/kernel/bpf/arraymap.c
++++ b/kernel/bpf/arraymap.c
+@@ -1467,3 +1467,6 @@
+ \t.map_mem_usage = array_map_mem_usage,
+ \t.map_btf_id = &array_map_btf_ids[0],
+ };
++
++static const int bpflab_fault_probe = 4;
++static_assert(sizeof(bpflab_fault_probe) == 4);
+";
+
+#[test]
+#[ignore = "builds and boots kernels: run by cargo xtask ci"]
+fn a_mutant_that_does_not_build_fails_the_run_unjudged() {
+    let dir = tempdir("unbuildable-mutant");
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
+    fs::copy(project.join("patches").join(first), dir.join(first)).unwrap();
+    fs::write(dir.join("0002-probe.patch"), UNBUILDABLE_MUTANT_PATCH).unwrap();
+    fs::write(dir.join("series"), format!("{first}\n0002-probe.patch\n")).unwrap();
+    let (code, text) = run(&[
+        "mutants",
+        "--patches",
+        dir.to_str().unwrap(),
+        "--filter",
+        "0002.10.cmp1",
+        "--fresh",
+    ]);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert!(
+        text.contains("[control] patched unmutated: every test passed"),
+        "{text}"
+    );
+    assert!(text.contains("did not build 0002.10.cmp1: "), "{text}");
+    assert!(
+        text.contains("mutants: 0 of 0 killed, 0 survived, 1 not judged"),
+        "{text}"
+    );
+    assert!(text.contains("FAIL: 1 mutant(s) not judged"), "{text}");
+}

@@ -37,14 +37,22 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let series = Series::load(&source.patches)?;
     let texts = mutation::read_patches(&series)?;
     let all = mutation::of_series(&series, &texts);
-    let listed = lists::equivalents()?;
-    lists::check_equivalents(&all, &listed)?;
-    let equivalent: HashMap<String, String> =
-        listed.into_iter().map(|e| (e.id, e.reason)).collect();
-    let sample = if args.sample {
-        Some(lists::sample()?)
+    // mutants/'s lists are of the project's own series.
+    let own = own_series(&source.patches);
+    let equivalent: HashMap<String, String> = if own {
+        let listed = lists::equivalents()?;
+        lists::check_equivalents(&all, &listed)?;
+        listed.into_iter().map(|e| (e.id, e.reason)).collect()
     } else {
-        None
+        HashMap::new()
+    };
+    let sample = match (args.sample, own) {
+        (false, _) => None,
+        (true, true) => Some(lists::sample()?),
+        (true, false) => bail!(
+            "--sample runs mutants/{CI_SAMPLE}, of the project's own series; with --patches {}, choose mutants with --patch or --filter",
+            source.patches.display()
+        ),
     };
     let chosen = select(&all, &args, &series, sample.as_deref())?;
     if args.list {
@@ -89,6 +97,16 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_TESTS_FAILED)
     })
+}
+
+/// Whether `patches` is the project's own series, which mutants/'s
+/// lists are of.
+fn own_series(patches: &std::path::Path) -> bool {
+    let own = project::root().join("patches");
+    match (fs::canonicalize(patches), fs::canonicalize(own)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// What judging the mutants needs: the command's arguments, the source,

@@ -263,6 +263,20 @@ mod tests {
         );
     }
 
+    fn mutant(id: &str, patch: &str) -> Mutant {
+        Mutant {
+            id: id.into(),
+            patch: 0,
+            patch_name: patch.into(),
+            op: Op::Delete,
+            first: 0,
+            original: vec![],
+            replacement: vec![],
+            file: "f".into(),
+            new_line: 1,
+        }
+    }
+
     #[test]
     fn a_vm_that_never_reached_init_without_a_panic_is_the_hosts() {
         assert!(host_failure(false, false, "QEMU exited with status 1\nx")
@@ -276,17 +290,7 @@ mod tests {
 
     #[test]
     fn a_sampled_mutant_must_fall_to_a_test_its_line_names() {
-        let m = |id: &str| Mutant {
-            id: id.into(),
-            patch: 0,
-            patch_name: "0001".into(),
-            op: Op::Delete,
-            first: 0,
-            original: vec![],
-            replacement: vec![],
-            file: "f".into(),
-            new_line: 1,
-        };
+        let m = |id: &str| mutant(id, "0001");
         let s = |id: &str, killers: &[&str]| Sampled {
             id: id.into(),
             killers: killers.iter().map(|k| k.to_string()).collect(),
@@ -321,17 +325,7 @@ mod tests {
 
     #[test]
     fn the_kill_rate_leaves_out_equivalent_unbuildable_and_undecided_mutants() {
-        let m = |patch: &str| Mutant {
-            id: "x".into(),
-            patch: 0,
-            patch_name: patch.into(),
-            op: Op::Delete,
-            first: 0,
-            original: vec![],
-            replacement: vec![],
-            file: "f".into(),
-            new_line: 1,
-        };
+        let m = |patch: &str| mutant("x", patch);
         let ms = [
             m("0001"),
             m("0001"),

@@ -115,6 +115,32 @@ pub fn parse_results(text: &str, program: Program) -> Result<GuestReport> {
     complete(t, program)
 }
 
+/// Each test the plan names reported, and none it does not: a count
+/// that matches can hide one test reported in another's place.
+fn check_names(plan: &[String], results: &[TestResult]) -> Result<()> {
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<&str> = plan
+        .iter()
+        .filter(|n| !results.iter().any(|r| &r.name == *n))
+        .map(String::as_str)
+        .collect();
+    let unplanned: Vec<&str> = results
+        .iter()
+        .filter(|r| !plan.contains(&r.name))
+        .map(|r| r.name.as_str())
+        .collect();
+    if missing.is_empty() && unplanned.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "the guest's results do not match its plan: not reported {}; not planned {}",
+        missing.join(", "),
+        unplanned.join(", ")
+    )
+}
+
 /// How a guest run that did not end by itself died, for the report.
 #[derive(Debug, Clone)]
 pub struct Death {
@@ -188,7 +214,7 @@ fn complete(mut t: Transcript, program: Program) -> Result<GuestReport> {
                     t.results.len()
                 )
             }
-            Some(_) => {}
+            Some(_) => check_names(&t.plan, &t.results)?,
         }
     }
     let any_failed = t.results.iter().any(|r| r.status == Status::Fail);
@@ -345,6 +371,14 @@ mod tests {
             "count and names disagree"
         );
         assert!(read_transcript("BPFLAB-START\n").is_err());
+        let swapped = "BPFLAB-PLAN 2 t01_a t02_b\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-RESULT t03_c pass 1\nBPFLAB-VERDICT pass exit=0\n";
+        let err = parse_results(swapped, Program::Selftests)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not reported t02_b; not planned t03_c"),
+            "{err}"
+        );
     }
 
     #[test]
