@@ -837,21 +837,28 @@ new file mode 100644
 /// 0001, a change to upstream's mmap test that expects eager pages, and
 /// a new test that expects lazy ones.
 fn eager_mmap_test_series() -> PathBuf {
-    let dir = tempdir("eager-mmap-series");
+    series_on_0001(
+        "eager-mmap-series",
+        &[
+            ("0002-eager-mmap-test.patch", EAGER_MMAP_TEST_PATCH),
+            ("0003-lazy-mmap-test.patch", LAZY_MMAP_TEST_PATCH),
+        ],
+    )
+}
+
+/// A series in a temporary directory: the project's 0001, then `more`
+/// (file name, text), each a patch of its own, in order.
+fn series_on_0001(name: &str, more: &[(&str, &str)]) -> PathBuf {
+    let dir = tempdir(name);
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
     fs::copy(project.join("patches").join(first), dir.join(first)).unwrap();
-    fs::write(
-        dir.join("0002-eager-mmap-test.patch"),
-        EAGER_MMAP_TEST_PATCH,
-    )
-    .unwrap();
-    fs::write(dir.join("0003-lazy-mmap-test.patch"), LAZY_MMAP_TEST_PATCH).unwrap();
-    fs::write(
-        dir.join("series"),
-        format!("{first}\n0002-eager-mmap-test.patch\n0003-lazy-mmap-test.patch\n"),
-    )
-    .unwrap();
+    let mut series = format!("{first}\n");
+    for (file, text) in more {
+        fs::write(dir.join(file), text).unwrap();
+        series += &format!("{file}\n");
+    }
+    fs::write(dir.join("series"), series).unwrap();
     dir
 }
 
@@ -1036,12 +1043,10 @@ diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
 #[test]
 #[ignore = "builds and boots kernels: run by cargo xtask ci"]
 fn a_mutant_that_does_not_build_fails_the_run_unjudged() {
-    let dir = tempdir("unbuildable-mutant");
-    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
-    fs::copy(project.join("patches").join(first), dir.join(first)).unwrap();
-    fs::write(dir.join("0002-probe.patch"), UNBUILDABLE_MUTANT_PATCH).unwrap();
-    fs::write(dir.join("series"), format!("{first}\n0002-probe.patch\n")).unwrap();
+    let dir = series_on_0001(
+        "unbuildable-mutant",
+        &[("0002-probe.patch", UNBUILDABLE_MUTANT_PATCH)],
+    );
     let (code, text) = run(&[
         "mutants",
         "--patches",

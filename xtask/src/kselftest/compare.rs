@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use super::parse::is_test_or_subtest;
 use crate::report::protocol::Status;
 use crate::report::KernelRun;
 
@@ -116,12 +117,7 @@ pub fn findings(sides: &[Side]) -> Findings {
 pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
     let is_new = |name: &str| {
         let test = name.split_once(':').map_or(name, |(_, t)| t);
-        new.iter().any(|t| {
-            test == t
-                || test
-                    .strip_prefix(t.as_str())
-                    .is_some_and(|r| r.starts_with('/'))
-        })
+        new.iter().any(|t| is_test_or_subtest(test, t))
     };
     let mut out = Vec::new();
     for (name, row) in rows(sides) {
@@ -140,18 +136,20 @@ pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
         }
     }
     // A new test, as a whole, must not pass where its feature is missing.
-    for (_, side) in sides.iter().enumerate().filter(|(i, _)| lacking[*i]) {
+    for (side, _) in sides.iter().zip(lacking).filter(|(_, l)| **l) {
         for t in new {
-            let runners = side.run.results.iter().filter_map(|r| {
-                let (runner, test) = r.name.split_once(':')?;
-                (test == t || test.starts_with(&format!("{t}/"))).then_some(runner)
-            });
-            let mut seen: Vec<&str> = Vec::new();
-            for runner in runners {
-                if seen.contains(&runner) {
-                    continue;
+            let mut runners: Vec<&str> = Vec::new();
+            for r in &side.run.results {
+                match r.name.split_once(':') {
+                    Some((runner, test))
+                        if is_test_or_subtest(test, t) && !runners.contains(&runner) =>
+                    {
+                        runners.push(runner)
+                    }
+                    _ => {}
                 }
-                seen.push(runner);
+            }
+            for runner in runners {
                 let whole = format!("{runner}:{t}");
                 if status_of(side.run, &whole) == Some(Status::Pass) {
                     out.push(format!(

@@ -39,40 +39,41 @@ pub struct Numbering {
     pub selected: Vec<String>,
 }
 
+/// The tests `runner` selects with `args`, in its order, as the host's
+/// run of the same test_progs lists them (`-l` loads nothing into the
+/// kernel); none when its filters select nothing.
+pub fn list_tests(dir: &Path, runner: Runner, args: &[String]) -> Result<Vec<String>> {
+    let out = Command::new(dir.join(runner.name()))
+        .arg("-l")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("listing the tests of {}/{}", dir.display(), runner.name()))?;
+    // Filters that select nothing: test_progs's EXIT_NO_TEST.
+    if out.status.code() == Some(EXIT_NO_TEST) && out.stdout.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !out.status.success() {
+        bail!(
+            "{} -l {}: {}",
+            runner.name(),
+            args.join(" "),
+            crate::util::output_text(&out)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
 impl Numbering {
-    /// Lists them with the host's run of the same test_progs (`-l` loads
-    /// nothing into the kernel).
+    /// Every test, and those `argv` selects (`list_tests`).
     pub fn of(dir: &Path, runner: Runner, argv: &[String]) -> Result<Numbering> {
-        let list = |args: &[String]| -> Result<Vec<String>> {
-            let out = Command::new(dir.join(runner.name()))
-                .arg("-l")
-                .args(args)
-                .current_dir(dir)
-                .output()
-                .with_context(|| {
-                    format!("listing the tests of {}/{}", dir.display(), runner.name())
-                })?;
-            // Filters that select nothing: test_progs's EXIT_NO_TEST.
-            if out.status.code() == Some(EXIT_NO_TEST) && out.stdout.is_empty() {
-                return Ok(Vec::new());
-            }
-            if !out.status.success() {
-                bail!(
-                    "{} -l {}: {}",
-                    runner.name(),
-                    args.join(" "),
-                    crate::util::output_text(&out)
-                );
-            }
-            Ok(String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .map(|l| l.trim().to_string())
-                .filter(|l| !l.is_empty())
-                .collect())
-        };
         Ok(Numbering {
-            all: list(&[])?,
-            selected: list(argv)?,
+            all: list_tests(dir, runner, &[])?,
+            selected: list_tests(dir, runner, argv)?,
         })
     }
 

@@ -74,10 +74,7 @@ pub fn named_tests(
             );
         }
         let alone = ["-t".to_string(), name.clone()];
-        if guest::Numbering::of(dir, runner, &alone)?
-            .selected
-            .is_empty()
-        {
+        if guest::list_tests(dir, runner, &alone)?.is_empty() {
             bail!(
                 "-t {name}: no test of {} matches it; `{} -l` in {} lists them",
                 runner.name(),
@@ -86,7 +83,7 @@ pub fn named_tests(
             );
         }
     }
-    let selected = guest::Numbering::of(dir, runner, argv)?.selected;
+    let selected = guest::list_tests(dir, runner, argv)?;
     if selected.is_empty() {
         bail!(
             "-t {}: every test it selects in {} is in kselftest/DENYLIST",

@@ -87,18 +87,18 @@ pub fn last_number(stdout: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Whether a result's `name` is `test` itself or one of its subtests
+/// (`test/sub`).
+pub fn is_test_or_subtest(name: &str, test: &str) -> bool {
+    name.strip_prefix(test)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// The tests of `plan` that no result names (as itself, or as a subtest
 /// of it), as not run.
 pub fn not_reported(results: &[TestResult], plan: &[String]) -> Vec<TestResult> {
     plan.iter()
-        .filter(|t| {
-            !results.iter().any(|r| {
-                r.name == **t
-                    || r.name
-                        .strip_prefix(t.as_str())
-                        .is_some_and(|s| s.starts_with('/'))
-            })
-        })
+        .filter(|t| !results.iter().any(|r| is_test_or_subtest(&r.name, t)))
         .map(|t| TestResult {
             name: t.clone(),
             status: Status::NotRun,

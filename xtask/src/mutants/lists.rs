@@ -122,6 +122,12 @@ pub fn check_equivalents(all: &[Mutant], listed: &[Equivalent]) -> Result<()> {
     Ok(())
 }
 
+/// Whether `id` is a plan test's id as the results name it: `t` and its
+/// number (`t03`).
+pub fn is_plan_test(id: &str) -> bool {
+    id.len() > 1 && id.starts_with('t') && id[1..].chars().all(|c| c.is_ascii_digit())
+}
+
 /// A CI_SAMPLE entry: the id, the plan tests that may kill it (`t03`,
 /// lower case as the results name them), what it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,10 +150,7 @@ fn sample_entries(entries: Vec<(String, String)>) -> Result<Vec<Sampled>> {
                 .split_once(char::is_whitespace)
                 .unwrap_or((rest.as_str(), ""));
             let killers: Vec<String> = first.split('/').map(str::to_ascii_lowercase).collect();
-            let valid = |k: &String| {
-                k.len() > 1 && k.starts_with('t') && k[1..].chars().all(|c| c.is_ascii_digit())
-            };
-            if !killers.iter().all(valid) || what.trim().is_empty() {
+            if !killers.iter().all(|k| is_plan_test(k)) || what.trim().is_empty() {
                 bail!("mutants/{CI_SAMPLE}: {id}: write the plan tests that kill it (`T03` or `T06/T09`), then what it stands for");
             }
             Ok(Sampled {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::lists::{Sampled, CI_SAMPLE};
+use super::lists::{is_plan_test, Sampled, CI_SAMPLE};
 use super::Mutant;
 use crate::report::protocol::{Status, TestResult};
 
@@ -79,9 +79,7 @@ impl Outcome {
         };
         let name = text.split(':').next()?;
         let id = name.split('_').next()?;
-        let is_id =
-            id.len() > 1 && id.starts_with('t') && id[1..].chars().all(|c| c.is_ascii_digit());
-        is_id.then_some(id)
+        is_plan_test(id).then_some(id)
     }
 }
 
