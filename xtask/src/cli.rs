@@ -237,9 +237,15 @@ pub struct MutantsArgs {
     /// `0002.37`, `cmp`.
     #[arg(long, value_delimiter = ',', value_name = "TEXT")]
     pub filter: Vec<String>,
-    /// Only the mutants of mutants/CI_SAMPLE (what ci runs).
+    /// Only the mutants of mutants/CI_SAMPLE (what ci runs), each held to
+    /// the plan tests its line names.
     #[arg(long, conflicts_with_all = ["patch", "filter"])]
     pub sample: bool,
+    /// Only the mutants of this file, in mutants/CI_SAMPLE's form (an id,
+    /// the plan tests that kill it as `T03` or `T06/T09`, what it stands
+    /// for), each held to the tests its line names; for any series.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["patch", "filter", "sample"])]
+    pub sample_file: Option<PathBuf>,
     /// List the mutants (id, file:line, the change), run nothing.
     #[arg(long)]
     pub list: bool,

@@ -834,14 +834,50 @@ new file mode 100644
 +}
 ";
 
-/// 0001, a change to upstream's mmap test that expects eager pages, and
-/// a new test that expects lazy ones.
+/// A new test of the BPF tree's that passes on base (eager) and skips
+/// where a fresh mapping has no page resident: on patched.
+const LAZY_SKIP_TEST_PATCH: &str = "\
+diff --git a/tools/testing/selftests/bpf/prog_tests/lazy_skip.c b/tools/testing/selftests/bpf/prog_tests/lazy_skip.c
+new file mode 100644
+--- /dev/null
++++ b/tools/testing/selftests/bpf/prog_tests/lazy_skip.c
+@@ -0,0 +1,25 @@
++// SPDX-License-Identifier: GPL-2.0
++#include <test_progs.h>
++#include <sys/mman.h>
++
++void test_lazy_skip(void)
++{
++\tconst size_t page_size = sysconf(_SC_PAGE_SIZE);
++\tLIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
++\tunsigned char resident = 0;
++\tvoid *p;
++\tint fd;
++
++\tfd = bpf_map_create(BPF_MAP_TYPE_ARRAY, \"lazy_skip\", 4, 8, page_size / 8, &opts);
++\tif (!ASSERT_GE(fd, 0, \"map_create\"))
++\t\treturn;
++\tp = mmap(NULL, page_size, PROT_READ, MAP_SHARED, fd, 0);
++\tif (ASSERT_NEQ(p, MAP_FAILED, \"mmap\")) {
++\t\tASSERT_OK(mincore(p, page_size, &resident), \"mincore\");
++\t\tmunmap(p, page_size);
++\t\t/* Skips where the pages come in lazily. */
++\t\tif (!(resident & 1))
++\t\t\ttest__skip();
++\t}
++\tclose(fd);
++}
+";
+
+/// 0001, a change to upstream's mmap test that expects eager pages, a
+/// new test that expects lazy ones, and one that skips where they are.
 fn eager_mmap_test_series() -> PathBuf {
     series_on_0001(
         "eager-mmap-series",
         &[
             ("0002-eager-mmap-test.patch", EAGER_MMAP_TEST_PATCH),
             ("0003-lazy-mmap-test.patch", LAZY_MMAP_TEST_PATCH),
+            ("0004-lazy-skip-test.patch", LAZY_SKIP_TEST_PATCH),
         ],
     )
 }
@@ -995,6 +1031,26 @@ fn new_tests_are_held_to_their_variant(dir: &Path) {
         "{text}"
     );
     assert!(!text.contains("booting"), "{text}");
+    // A test that passes on base and skips on patched is not held.
+    let (code, text) = run(&[
+        "kselftest",
+        "--patches",
+        dir.to_str().unwrap(),
+        "-t",
+        "lazy_skip",
+        "--runner",
+        "test_progs",
+    ]);
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert_eq!(
+        table_row("test_progs:lazy_skip", &text),
+        ["test_progs:lazy_skip", "ok", "skip"],
+        "{text}"
+    );
+    assert!(
+        text.contains("test_progs:lazy_skip skips on patched, where base runs it"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -1067,4 +1123,32 @@ fn a_mutant_that_does_not_build_fails_the_run_unjudged() {
         "{text}"
     );
     assert!(text.contains("FAIL: 1 mutant(s) not judged"), "{text}");
+}
+
+/// A sample line whose named test no longer kills its mutant fails the
+/// run by name: CI_SAMPLE's first single-killer line, put down to
+/// another test.
+#[test]
+#[ignore = "builds and boots kernels: run by cargo xtask ci"]
+fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let ci_sample = fs::read_to_string(project.join("mutants/CI_SAMPLE")).unwrap();
+    let (id, killer) = ci_sample
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.len() > 2 && !w[1].contains('/'))
+        .map(|w| (w[0].to_string(), w[1].to_string()))
+        .expect("a CI_SAMPLE line with one killer");
+    let other = if killer == "T01" { "T04" } else { "T01" };
+    let dir = tempdir("stale-sample");
+    let file = dir.join("SAMPLE");
+    fs::write(&file, format!("{id}  {other}  said to fall to {other}\n")).unwrap();
+    let (code, text) = run(&["mutants", "--sample-file", file.to_str().unwrap()]);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    assert!(text.contains("mutants: 1 of 1 killed"), "{text}");
+    let miss = format!("FAIL: {}: {id} was killed by {killer} (", file.display());
+    assert!(text.contains(&miss), "{miss}: {text}");
+    assert!(text.contains(&format!("its line names {other}")), "{text}");
 }

@@ -23,7 +23,7 @@ use crate::hostdeps;
 use crate::kernel::series::Series;
 use crate::kernel::{self, ExtraConfig, KernelConfig, SourceConfig};
 use crate::mutants::ledger::{self, Ledger};
-use crate::mutants::lists::{self, Sampled, CI_SAMPLE};
+use crate::mutants::lists::{self, Sample, CI_SAMPLE};
 use crate::mutants::outcome::{self, Outcome};
 use crate::mutants::{self as mutation, patch_number, Mutant};
 use crate::project::{self, EXIT_TESTS_FAILED};
@@ -46,15 +46,16 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     } else {
         HashMap::new()
     };
-    let sample = match (args.sample, own) {
-        (false, _) => None,
-        (true, true) => Some(lists::sample()?),
-        (true, false) => bail!(
-            "--sample runs mutants/{CI_SAMPLE}, of the project's own series; with --patches {}, choose mutants with --patch or --filter",
+    let sample = match (&args.sample_file, args.sample, own) {
+        (Some(file), _, _) => Some(lists::sample_file(file)?),
+        (None, false, _) => None,
+        (None, true, true) => Some(lists::sample()?),
+        (None, true, false) => bail!(
+            "--sample runs mutants/{CI_SAMPLE}, of the project's own series; with --patches {}, give --sample-file FILE in its form, or choose mutants with --patch or --filter",
             source.patches.display()
         ),
     };
-    let chosen = select(&all, &args, &series, sample.as_deref())?;
+    let chosen = select(&all, &args, &series, sample.as_ref())?;
     if args.list {
         list(&chosen, &equivalent);
         return Ok(ExitCode::SUCCESS);
@@ -86,7 +87,7 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let secs = (started.elapsed().as_secs_f64(), remembered);
     let code = report(&chosen, &outcomes, &run_dir, secs)?;
     let misses = sample
-        .as_deref()
+        .as_ref()
         .map(|s| outcome::sample_misses(s, &chosen, &outcomes))
         .unwrap_or_default();
     for miss in &misses {
@@ -249,14 +250,18 @@ fn select(
     all: &[Mutant],
     args: &MutantsArgs,
     series: &Series,
-    sample: Option<&[Sampled]>,
+    sample: Option<&Sample>,
 ) -> Result<Vec<Mutant>> {
     if let Some(sample) = sample {
         return sample
+            .entries
             .iter()
             .map(|s| {
                 all.iter().find(|m| m.id == s.id).cloned().with_context(|| {
-                    format!("mutants/{CI_SAMPLE}: no mutant {} (`cargo xtask mutants --list` lists them)", s.id)
+                    format!(
+                        "{}: no mutant {} (`cargo xtask mutants --list` lists them)",
+                        sample.name, s.id
+                    )
                 })
             })
             .collect();

@@ -356,6 +356,10 @@ mod tests {
             "PAGE_TABLE_CHECK",
             "SOFTLOCKUP_DETECTOR",
             "DETECT_HUNG_TASK",
+            // test_maps: sockmap's stream parser, reuseport's AF_INET6.
+            "CGROUP_BPF",
+            "BPF_STREAM_PARSER",
+            "IPV6",
         ] {
             assert_eq!(all.get(opt).map(String::as_str), Some("y"), "CONFIG_{opt}");
         }

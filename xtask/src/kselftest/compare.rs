@@ -174,7 +174,8 @@ fn word(s: Option<Status>) -> &'static str {
 }
 
 /// The side-by-side table. With `only_bad`, rows where every kernel
-/// passed or skipped are counted, not listed.
+/// passed, or every kernel skipped, are counted, not listed: a row whose
+/// kernels differ (ok on base, skip on a variant) is always shown.
 pub fn table(sides: &[Side], only_bad: bool) -> String {
     let rows = rows(sides);
     let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(4).max(4);
@@ -186,7 +187,8 @@ pub fn table(sides: &[Side], only_bad: bool) -> String {
     let mut hidden = 0;
     for (name, row) in &rows {
         let any_bad = row.iter().any(|s| bad(s.unwrap_or(Status::NotRun)));
-        if only_bad && !any_bad {
+        let differs = row.windows(2).any(|w| w[0] != w[1]);
+        if only_bad && !any_bad && !differs {
             hidden += 1;
             continue;
         }
@@ -197,7 +199,11 @@ pub fn table(sides: &[Side], only_bad: bool) -> String {
         out.push('\n');
     }
     if hidden > 0 {
-        writeln!(out, "({hidden} more passed or skipped on every kernel)").unwrap();
+        writeln!(
+            out,
+            "({hidden} more passed on every kernel, or skipped on every kernel)"
+        )
+        .unwrap();
     }
     out
 }
@@ -318,6 +324,7 @@ mod tests {
                 ("both", Fail),
                 ("fixed", Fail),
                 ("sk", Skip),
+                ("same", Pass),
             ],
         );
         let patched = run(
@@ -327,6 +334,7 @@ mod tests {
                 ("both", Fail),
                 ("fixed", Pass),
                 ("sk", Pass),
+                ("same", Pass),
             ],
         );
         let sides = pair(&base, &patched);
@@ -337,8 +345,9 @@ mod tests {
         assert!(f.fails());
         let t = table(&sides, true);
         assert!(t.contains("mmap") && t.contains("FAIL"), "{t}");
+        assert!(t.lines().any(|l| l.starts_with("sk ")), "{t}");
         assert!(
-            t.contains("(1 more passed or skipped on every kernel)"),
+            t.contains("(1 more passed on every kernel, or skipped on every kernel)"),
             "{t}"
         );
         assert!(verdict(&f)[0].starts_with("REGRESSION: 1 test(s)"));

@@ -8,7 +8,7 @@
 //! run checks.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
@@ -24,11 +24,16 @@ pub const CI_SAMPLE: &str = "CI_SAMPLE";
 
 /// `(id, reason)` per entry of the list `list`.
 pub fn load(list: &str) -> Result<Vec<(String, String)>> {
-    let p = path(list);
-    let text = fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-    parse(&text, list)
+    read(&path(list), &format!("mutants/{list}"))
 }
 
+/// `(id, reason)` per entry of the file `p`, named `name` in errors.
+fn read(p: &Path, name: &str) -> Result<Vec<(String, String)>> {
+    let text = fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    parse(&text, name)
+}
+
+/// `(id, reason)` per line of `text`; `list` names the list in errors.
 pub fn parse(text: &str, list: &str) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -42,12 +47,12 @@ pub fn parse(text: &str, list: &str) -> Result<Vec<(String, String)>> {
             .unwrap_or((line, ""));
         if reason.is_empty() {
             bail!(
-                "mutants/{list} line {}: {id} has no reason; write why after the id",
+                "{list} line {}: {id} has no reason; write why after the id",
                 n + 1
             );
         }
         if out.iter().any(|(i, _)| i == id) {
-            bail!("mutants/{list} line {}: {id} is listed twice", n + 1);
+            bail!("{list} line {}: {id} is listed twice", n + 1);
         }
         out.push((id.to_string(), reason.to_string()));
     }
@@ -137,13 +142,31 @@ pub struct Sampled {
     pub what: String,
 }
 
-/// CI_SAMPLE's entries.
-pub fn sample() -> Result<Vec<Sampled>> {
-    sample_entries(load(CI_SAMPLE)?)
+/// A sample of mutants: CI_SAMPLE, or a developer's file in its form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// What errors call it: `mutants/CI_SAMPLE`, or the file's path.
+    pub name: String,
+    pub entries: Vec<Sampled>,
 }
 
-fn sample_entries(entries: Vec<(String, String)>) -> Result<Vec<Sampled>> {
-    entries
+/// CI_SAMPLE's entries.
+pub fn sample() -> Result<Sample> {
+    let name = format!("mutants/{CI_SAMPLE}");
+    sample_entries(read(&path(CI_SAMPLE), &name)?, name)
+}
+
+/// A sample list of the developer's (`--sample-file`), in CI_SAMPLE's form.
+pub fn sample_file(p: &Path) -> Result<Sample> {
+    let name = p.display().to_string();
+    sample_entries(read(p, &name)?, name)
+}
+
+fn sample_entries(entries: Vec<(String, String)>, name: String) -> Result<Sample> {
+    if entries.is_empty() {
+        bail!("{name}: no mutant in it; write one id per line, the plan tests that kill it, then what it stands for");
+    }
+    let entries = entries
         .into_iter()
         .map(|(id, rest)| {
             let (first, what) = rest
@@ -151,7 +174,7 @@ fn sample_entries(entries: Vec<(String, String)>) -> Result<Vec<Sampled>> {
                 .unwrap_or((rest.as_str(), ""));
             let killers: Vec<String> = first.split('/').map(str::to_ascii_lowercase).collect();
             if !killers.iter().all(|k| is_plan_test(k)) || what.trim().is_empty() {
-                bail!("mutants/{CI_SAMPLE}: {id}: write the plan tests that kill it (`T03` or `T06/T09`), then what it stands for");
+                bail!("{name}: {id}: write the plan tests that kill it (`T03` or `T06/T09`), then what it stands for");
             }
             Ok(Sampled {
                 id,
@@ -159,7 +182,8 @@ fn sample_entries(entries: Vec<(String, String)>) -> Result<Vec<Sampled>> {
                 what: what.trim().to_string(),
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(Sample { name, entries })
 }
 
 #[cfg(test)]
@@ -188,7 +212,7 @@ mod tests {
         let all = super::super::of_series(&series, &texts);
         let equivalent = equivalents().unwrap();
         check_equivalents(&all, &equivalent).unwrap();
-        let sample = sample().unwrap();
+        let sample = sample().unwrap().entries;
         for s in &sample {
             assert!(
                 all.iter().any(|m| m.id == s.id),
@@ -230,9 +254,14 @@ mod tests {
 
     #[test]
     fn a_sample_line_names_its_killers_and_an_equivalent_its_text() {
-        let got = sample_entries(parse("0001.5.delete1  T03/t09 what\n", CI_SAMPLE).unwrap());
-        assert_eq!(got.unwrap()[0].killers, ["t03", "t09"]);
-        let err = sample_entries(parse("0001.5.delete1  what it is\n", CI_SAMPLE).unwrap());
+        let list = |text| sample_entries(parse(text, "S").unwrap(), "S".to_string());
+        assert_eq!(
+            list("0001.5.delete1  T03/t09 what\n").unwrap().entries[0].killers,
+            ["t03", "t09"]
+        );
+        let err = list("# nothing\n").unwrap_err().to_string();
+        assert!(err.starts_with("S: no mutant in it"), "{err}");
+        let err = list("0001.5.delete1  what it is\n");
         assert!(err
             .unwrap_err()
             .to_string()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::lists::{is_plan_test, Sampled, CI_SAMPLE};
+use super::lists::{is_plan_test, Sample};
 use super::Mutant;
 use crate::report::protocol::{Status, TestResult};
 
@@ -124,16 +124,17 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-/// The sampled mutants not killed by a test their CI_SAMPLE line names,
+/// The sampled mutants not killed by a test their sample line names,
 /// each said in one line.
 pub fn sample_misses(
-    sample: &[Sampled],
+    sample: &Sample,
     chosen: &[Mutant],
     outcomes: &[Option<Outcome>],
 ) -> Vec<String> {
+    let list = &sample.name;
     let mut out = Vec::new();
     for (m, o) in chosen.iter().zip(outcomes) {
-        let (Some(s), Some(o)) = (sample.iter().find(|s| s.id == m.id), o) else {
+        let (Some(s), Some(o)) = (sample.entries.iter().find(|s| s.id == m.id), o) else {
             continue;
         };
         if !o.judged() || o == &Outcome::Survived {
@@ -143,13 +144,13 @@ pub fn sample_misses(
         match o.killer() {
             Some(k) if s.killers.iter().any(|want| want == k) => {}
             Some(k) => out.push(format!(
-                "mutants/{CI_SAMPLE}: {} was killed by {} ({}), its line names {named}: update the line, or find why {named} no longer kills it",
+                "{list}: {} was killed by {} ({}), its line names {named}: update the line, or find why {named} no longer kills it",
                 m.id,
                 k.to_uppercase(),
                 o.detail().lines().next().unwrap_or("")
             )),
             None => out.push(format!(
-                "mutants/{CI_SAMPLE}: {} was {} outside every plan test ({}), its line names {named}",
+                "{list}: {} was {} outside every plan test ({}), its line names {named}",
                 m.id,
                 o.word(),
                 o.detail().lines().next().unwrap_or("")
@@ -218,6 +219,7 @@ pub fn table(tallies: &BTreeMap<String, Tally>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutants::lists::Sampled;
     use crate::mutants::operators::Op;
 
     fn result(name: &str, status: Status) -> TestResult {
@@ -294,12 +296,15 @@ mod tests {
             killers: killers.iter().map(|k| k.to_string()).collect(),
             what: "w".into(),
         };
-        let sample = [
-            s("a", &["t03"]),
-            s("b", &["t06", "t09"]),
-            s("c", &["t02"]),
-            s("d", &["t02"]),
-        ];
+        let sample = Sample {
+            name: "mutants/CI_SAMPLE".into(),
+            entries: vec![
+                s("a", &["t03"]),
+                s("b", &["t06", "t09"]),
+                s("c", &["t02"]),
+                s("d", &["t02"]),
+            ],
+        };
         let chosen = [m("a"), m("b"), m("c"), m("d")];
         let outcomes = [
             Some(Outcome::Killed {
@@ -317,7 +322,10 @@ mod tests {
         ];
         let misses = sample_misses(&sample, &chosen, &outcomes);
         assert_eq!(misses.len(), 2, "{misses:?}");
-        assert!(misses[0].contains("c was killed by T32") && misses[0].contains("names T02"));
+        assert!(
+            misses[0].starts_with("mutants/CI_SAMPLE: c was killed by T32")
+                && misses[0].contains("names T02")
+        );
         assert!(misses[1].contains("d was crashed outside every plan test"));
     }
 
