@@ -170,9 +170,10 @@ fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
 }
 
 /// The runners of the BPF selftests CI runs on every kernel: all of BPF
-/// CI's but test_maps, which runs for 11 minutes per kernel under TCG
-/// (655 s measured on base, its stress tests fork hundreds of tasks), 3x
-/// on a debug kernel: `cargo xtask kselftest` runs it.
+/// CI's but test_maps, which holds no mmap test and runs 167-255 s per
+/// lean kernel under TCG (measured 2026-12-04; its stress tests fork
+/// hundreds of tasks), about 9 minutes of a cold run the slower machines
+/// cannot spare: `cargo xtask kselftest` runs it.
 pub const CI_RUNNERS: &str = "test_progs,test_progs-no_alu32,test_progs-cpuv4,test_verifier";
 
 /// The runner on the debug kernel: test_progs alone, whose default set
