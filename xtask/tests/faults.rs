@@ -998,17 +998,7 @@ fn table_row(name: &str, text: &str) -> Vec<String> {
 fn new_tests_are_held_to_their_variant(dir: &Path) {
     // With --new-on, the new test must fail on base and pass on patched:
     // it does, and the run passes.
-    let (code, text) = run(&[
-        "kselftest",
-        "--patches",
-        dir.to_str().unwrap(),
-        "-t",
-        "lazy_mmap",
-        "--new-on",
-        "patched",
-        "--runner",
-        "test_progs",
-    ]);
+    let (code, text) = kselftest_named(dir, "lazy_mmap", &["--new-on", "patched"]);
     assert_eq!(code, 0, "{text}");
     assert_eq!(
         table_row("test_progs:lazy_mmap", &text),
@@ -1016,15 +1006,7 @@ fn new_tests_are_held_to_their_variant(dir: &Path) {
         "{text}"
     );
     // A name no test has is bad input, said before a boot.
-    let (code, text) = run(&[
-        "kselftest",
-        "--patches",
-        dir.to_str().unwrap(),
-        "-t",
-        "no_such_test",
-        "--runner",
-        "test_progs",
-    ]);
+    let (code, text) = kselftest_named(dir, "no_such_test", &[]);
     assert_eq!(code, SETUP_FAILED, "{text}");
     assert!(
         text.contains("-t no_such_test: no test of test_progs matches it"),
@@ -1032,15 +1014,7 @@ fn new_tests_are_held_to_their_variant(dir: &Path) {
     );
     assert!(!text.contains("booting"), "{text}");
     // A test that passes on base and skips on patched is not held.
-    let (code, text) = run(&[
-        "kselftest",
-        "--patches",
-        dir.to_str().unwrap(),
-        "-t",
-        "lazy_skip",
-        "--runner",
-        "test_progs",
-    ]);
+    let (code, text) = kselftest_named(dir, "lazy_skip", &[]);
     assert_eq!(code, TESTS_FAILED, "{text}");
     assert_eq!(
         table_row("test_progs:lazy_skip", &text),
@@ -1051,6 +1025,16 @@ fn new_tests_are_held_to_their_variant(dir: &Path) {
         text.contains("test_progs:lazy_skip skips on patched, where base runs it"),
         "{text}"
     );
+}
+
+/// `kselftest -t TESTS` on the series in `dir`, test_progs alone, with
+/// `more` arguments.
+fn kselftest_named(dir: &Path, tests: &str, more: &[&str]) -> (i32, String) {
+    let dir = dir.to_str().unwrap();
+    let mut args = vec!["kselftest", "--patches", dir, "-t", tests];
+    args.extend(more);
+    args.extend(["--runner", "test_progs"]);
+    run(&args)
 }
 
 #[test]

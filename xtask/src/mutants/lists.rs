@@ -152,8 +152,7 @@ pub struct Sample {
 
 /// CI_SAMPLE's entries.
 pub fn sample() -> Result<Sample> {
-    let name = format!("mutants/{CI_SAMPLE}");
-    sample_entries(read(&path(CI_SAMPLE), &name)?, name)
+    sample_entries(load(CI_SAMPLE)?, format!("mutants/{CI_SAMPLE}"))
 }
 
 /// A sample list of the developer's (`--sample-file`), in CI_SAMPLE's form.
