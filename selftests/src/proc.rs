@@ -46,6 +46,9 @@ pub struct PagemapEntry {
     pub swapped: bool,
     pub exclusive: bool,
     pub file_or_shared: bool,
+    /// Written since soft-dirty tracking was last armed (`clear_refs` 4),
+    /// or in a VMA made since then.
+    pub soft_dirty: bool,
     /// Zero unless the reader has CAP_SYS_ADMIN.
     pub pfn: u64,
 }
@@ -56,6 +59,7 @@ pub fn parse_pagemap_entry(raw: u64) -> PagemapEntry {
         swapped: (raw >> 62) & 1 == 1,
         file_or_shared: (raw >> 61) & 1 == 1,
         exclusive: (raw >> 56) & 1 == 1,
+        soft_dirty: (raw >> 55) & 1 == 1,
         pfn: raw & ((1 << 55) - 1),
     }
 }
@@ -81,6 +85,17 @@ pub fn kpageflags(pfn: u64) -> io::Result<u64> {
     let mut buf = [0u8; 8];
     f.read_exact_at(&mut buf, pfn * 8)?;
     Ok(u64::from_ne_bytes(buf))
+}
+
+/// Arms soft-dirty tracking for every mapping of this process: clears
+/// the soft-dirty bits and write-protects the ptes (`clear_refs` 4).
+pub fn clear_soft_dirty() -> io::Result<()> {
+    fs::write("/proc/self/clear_refs", "4")
+}
+
+/// Soft-dirty bit per page.
+pub fn pagemap_soft_dirty(addr: usize, pages: usize) -> io::Result<Vec<bool>> {
+    Ok(pagemap(addr, pages)?.iter().map(|e| e.soft_dirty).collect())
 }
 
 /// Present bit per page.

@@ -29,7 +29,7 @@ pub enum Command {
     /// variant of the series (patched, prefault, ...), or the debug kernels.
     BuildKernel(BuildKernelArgs),
     /// Boot each kernel under QEMU and run the test plan's selftests in the
-    /// guest (T01-T38, exact expectations per kernel).
+    /// guest (T01-T39, exact expectations per kernel).
     Vmtest(VmtestArgs),
     /// The series through checkpatch --strict, git am, W=1 and sparse.
     CheckPatches(CheckPatchesArgs),

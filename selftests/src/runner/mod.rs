@@ -75,11 +75,18 @@ impl Kernel {
         }
     }
 
-    /// Whether a write fault goes through do_shared_fault() with the page
-    /// in vmf->page, which dirties it and updates the shared anon inode's
-    /// times (only 0001 alone: 0002 maps the page in the handler).
-    pub fn write_fault_dirties_inode(self) -> bool {
+    /// Whether an array map's fault hands the page back to the core in
+    /// vmf->page, so that a write fault goes through do_shared_fault(),
+    /// which dirties the page and updates the shared anon inode's times
+    /// (0001 alone: 0002 maps the page in the handler).
+    pub fn array_fault_returns_page(self) -> bool {
         self == Kernel::Patched
+    }
+
+    /// The same for an arena map's fault: base and 0001 (0003 maps the
+    /// page in the handler, and sets VM_MIXEDMAP on the VMA for it).
+    pub fn arena_fault_returns_page(self) -> bool {
+        matches!(self, Kernel::Base | Kernel::Patched)
     }
 }
 

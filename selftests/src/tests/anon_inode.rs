@@ -1,11 +1,19 @@
 //! T33: what a fault changes that user space can see besides the page.
 //! A map's fd, like an eventfd's, is a file of the one anonymous inode all
-//! such files share. A fault that hands the page back to the core
-//! (patched's `vmf->page`) goes through `fault_dirty_shared_page()` on a
-//! write: the page is marked dirty and `file_update_time()` runs on that
-//! shared inode. Base inserts at mmap() time; from patch 0002 on (direct,
-//! prefault, adaptive) the fault maps the page itself and returns
-//! `VM_FAULT_NOPAGE`: none of them does either.
+//! such files share. A fault that hands the page back to the core in
+//! `vmf->page` goes through `fault_dirty_shared_page()` on a write: the
+//! page is marked dirty and `file_update_time()` runs on that shared
+//! inode. For array maps that is patched (0001); base inserts at mmap()
+//! time, and from 0002 on the fault maps the page itself. For arena maps
+//! it is base and patched; from 0003 on the arena's fault maps the page
+//! itself too.
+//!
+//! T39: the same once soft-dirty tracking is armed (`clear_refs` 4). The
+//! mapping is then write-notified: every kernel, base too, write-protects
+//! the ptes, so a first write dirties the page and moves the times, and
+//! from 0002 on a first write to an unmapped page takes two faults (the
+//! insert maps it read-only, the write then faults again) where base and
+//! patched take one.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::thread;
@@ -61,56 +69,211 @@ fn page_dirty(addr: usize, what: &str) -> bool {
     flags >> proc::KPF_DIRTY & 1 == 1
 }
 
-/// T33: through fresh mappings, the first read of a page changes neither
-/// the map fd's nor an unrelated eventfd's mtime and ctime, nor makes the
-/// page dirty. The first write does all three on patched (the times of
-/// both fds move forward together), and none on base or prefault.
+/// The times of the map fd and of an unrelated eventfd, both files of the
+/// shared anonymous inode.
+struct Inode<'a> {
+    fds: [(BorrowedFd<'a>, &'static str); 2],
+}
+
+impl<'a> Inode<'a> {
+    fn new(map_fd: BorrowedFd<'a>, other: &'a OwnedFd) -> Self {
+        Inode {
+            fds: [(map_fd, "the map fd"), (other.as_fd(), "an eventfd")],
+        }
+    }
+
+    fn times(&self) -> [Times; 2] {
+        self.fds.map(|(fd, what)| times(fd, what))
+    }
+
+    /// What a first write changed since `start`: the times of both fds
+    /// moved forward (true), or nothing (false); anything else fails.
+    fn moved_since(&self, start: &[Times; 2], what: &str) -> bool {
+        let now = self.times();
+        if now == *start {
+            return false;
+        }
+        for (i, (_, fd)) in self.fds.iter().enumerate() {
+            assert!(
+                now[i].mtime > start[i].mtime && now[i].ctime > start[i].ctime,
+                "{what}: {fd}'s times changed but not both forward ({:?} to {:?})",
+                start[i],
+                now[i]
+            );
+        }
+        true
+    }
+}
+
+/// Checks what the first write at `addr` changed since `start`: the
+/// times of the shared inode and the page's dirty bit move together, as
+/// `dirties` says for the kernel at hand.
+fn check_first_write(inode: &Inode, start: &[Times; 2], addr: usize, dirties: bool, what: &str) {
+    let moved = inode.moved_since(start, what);
+    let dirty = page_dirty(addr, what);
+    assert_eq!(
+        (moved, dirty),
+        (dirties, dirties),
+        "{what}: (the anonymous inode's times moved, the page is dirty) after the first write; \
+         fault_dirty_shared_page() does both, a handler that maps the page does neither"
+    );
+}
+
+/// T33: through fresh mappings of a 4-page array map, the first read of a
+/// page changes neither the map fd's nor an unrelated eventfd's mtime and
+/// ctime, nor makes the page dirty. The first write does both on patched
+/// (the times of both fds move forward together), and neither on the
+/// others.
 pub fn t33_fault_timestamps(ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(4);
     pm.fill_all();
     let other = eventfd();
-    let fds = [(pm.map.fd(), "the map fd"), (other.as_fd(), "an eventfd")];
-    let snapshot = || fds.map(|(fd, what)| times(fd, what));
+    let inode = Inode::new(pm.map.fd(), &other);
     let reader = ok(pm.mmap(4, RO, 0), "read-only mapping");
     let writer = ok(pm.mmap(4, RW, 0), "writable mapping");
 
-    let start = snapshot();
+    let start = inode.times();
     thread::sleep(TICK);
     check_page(&reader, 1, 1, &format!("{ctx}: first read of page 1"));
-    assert_eq!(
-        snapshot(),
-        start,
-        "{ctx}: a read fault changed the anonymous inode's times (map fd, eventfd)"
-    );
-    assert!(
-        !page_dirty(reader.addr() + PAGE, "page 1"),
-        "{ctx}: a read made page 1 dirty"
+    check_first_read(
+        &inode,
+        &start,
+        reader.addr() + PAGE,
+        &format!("{ctx}: array map"),
     );
 
+    write_page_2_a_tick_later(
+        &inode,
+        &start,
+        &writer,
+        ctx.kernel.array_fault_returns_page(),
+        &format!("{ctx}: array map, page 2"),
+    );
+    assert_eq!(pm.lookup_word(2, 0), 0x7733, "LOOKUP_ELEM after the write");
+    Ok(())
+}
+
+/// A coarse clock tick after `start`, the first write of page 2 of `m`
+/// (0x7733 in its first word), checked as `check_first_write` does.
+fn write_page_2_a_tick_later(
+    inode: &Inode,
+    start: &[Times; 2],
+    m: &Mapping,
+    dirties: bool,
+    what: &str,
+) {
     thread::sleep(TICK);
-    writer.write_u64(2 * PAGE, 0x7733);
-    let after = snapshot();
-    let dirty = page_dirty(writer.addr() + 2 * PAGE, "page 2");
-    if ctx.kernel.write_fault_dirties_inode() {
-        for (i, (_, what)) in fds.iter().enumerate() {
-            assert!(
-                after[i].mtime > start[i].mtime && after[i].ctime > start[i].ctime,
-                "{ctx}: the first write fault left {what}'s times as they were ({:?}); \
-                 fault_dirty_shared_page() should have updated the shared anonymous inode",
-                after[i]
-            );
-        }
-        assert!(dirty, "{ctx}: page 2 is not dirty after a write fault");
-    } else {
+    m.write_u64(2 * PAGE, 0x7733);
+    check_first_write(inode, start, m.addr() + 2 * PAGE, dirties, what);
+}
+
+/// Checks that the first read of the page at `addr` changed nothing.
+fn check_first_read(inode: &Inode, start: &[Times; 2], addr: usize, what: &str) {
+    assert_eq!(
+        inode.times(),
+        *start,
+        "{what}: a read fault changed the anonymous inode's times (map fd, eventfd)"
+    );
+    assert!(
+        !page_dirty(addr, what),
+        "{what}: a read made the page dirty"
+    );
+}
+
+/// T33 for arena maps: the first read of a page (which allocates it)
+/// changes nothing; the first write of another dirties it and moves the
+/// times on base and patched, and does neither from 0003 on.
+pub fn t33_arena_fault_timestamps(ctx: &Ctx) -> Result<(), Skip> {
+    let (arena, m) = arena_mapping(4);
+    let other = eventfd();
+    let inode = Inode::new(arena.fd(), &other);
+
+    let start = inode.times();
+    thread::sleep(TICK);
+    assert_eq!(m.read_u64(PAGE), 0, "a fresh arena page reads zero");
+    check_first_read(&inode, &start, m.addr() + PAGE, &format!("{ctx}: arena"));
+
+    write_page_2_a_tick_later(
+        &inode,
+        &start,
+        &m,
+        ctx.kernel.arena_fault_returns_page(),
+        &format!("{ctx}: arena, page 2"),
+    );
+    assert_eq!(m.read_u64(2 * PAGE), 0x7733, "arena page 2 after the write");
+    Ok(())
+}
+
+/// Minor faults to write `val` at `off` of `m`.
+fn faults_to_write(m: &Mapping, off: usize, val: u64) -> u64 {
+    let before = proc::minor_faults();
+    m.write_u64(off, val);
+    proc::minor_faults() - before
+}
+
+/// T39: with soft-dirty tracking armed on a fresh mapping of a 4-page
+/// array map, writing page 2 and then page 3 sets the soft-dirty bit of
+/// each page written and of no other, dirties the page and moves the
+/// shared inode's times on every kernel. A write takes one fault where the
+/// page is present (write-protected) or the handler returns it in
+/// vmf->page (patched); from 0002 on a write to an unmapped page takes two:
+/// the insert maps it read-only, as the VMA's write-notify protection says.
+pub fn t39_soft_dirty_write_faults(ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 4;
+    let pm = PagedMap::new(PAGES);
+    pm.fill_all();
+    let other = eventfd();
+    let inode = Inode::new(pm.map.fd(), &other);
+    let m = ok(pm.mmap(PAGES, RW, 0), "writable mapping");
+    warm_up_fault_counting();
+    ok(
+        proc::clear_soft_dirty(),
+        "writing 4 to /proc/self/clear_refs",
+    );
+    let soft_dirty = || ok(proc::pagemap_soft_dirty(m.addr(), PAGES), "pagemap");
+    assert_eq!(
+        soft_dirty(),
+        [false; PAGES],
+        "{ctx}: soft-dirty bits after clear_refs"
+    );
+
+    let mut written = Vec::new();
+    let mut want_dirty = [false; PAGES];
+    for page in [2, 3] {
+        let present = ctx.present_after(0..PAGES, &written).contains(&page);
+        let want_faults = if present || ctx.kernel.array_fault_returns_page() {
+            1
+        } else {
+            2
+        };
+        let start = inode.times();
+        thread::sleep(TICK);
+        let faults = faults_to_write(&m, page * PAGE, 0x3900 + page as u64);
+        let what = format!("{ctx}: soft-dirty armed, first write of page {page}");
         assert_eq!(
-            after, start,
-            "{ctx}: the first write through a mapping changed the anonymous inode's times (map fd, eventfd)"
+            faults,
+            want_faults,
+            "{what}: faults (the page was {}present)",
+            if present { "" } else { "not " }
         );
-        assert!(
-            !dirty,
-            "{ctx}: a write through the mapping made page 2 dirty"
+        check_first_write(&inode, &start, m.addr() + page * PAGE, true, &what);
+        written.push(page);
+        want_dirty[page] = true;
+        assert_eq!(
+            soft_dirty(),
+            want_dirty,
+            "{what}: soft-dirty bits of pages 0..{PAGES}"
+        );
+        assert_eq!(
+            faults_to_write(&m, page * PAGE, 0x3911),
+            0,
+            "{what}: a second write faults"
+        );
+        assert_eq!(
+            pm.lookup_word(page, 0),
+            0x3911,
+            "LOOKUP_ELEM of page {page}"
         );
     }
-    assert_eq!(pm.lookup_word(2, 0), 0x7733, "LOOKUP_ELEM after the write");
     Ok(())
 }

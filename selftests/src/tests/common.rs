@@ -277,6 +277,26 @@ pub fn move_elsewhere(addr: usize, len: usize, what: &str) -> usize {
     )
 }
 
+/// An arena map of `pages` pages and its one mapping, read-write: an
+/// arena takes a single mapping, and allocates a page on its first touch.
+pub fn arena_mapping(pages: usize) -> (Map, Mapping) {
+    let arena = ok(
+        MapSpec {
+            map_type: crate::sys::bpf::BPF_MAP_TYPE_ARENA,
+            max_entries: pages as u32,
+            map_flags: crate::sys::bpf::BPF_F_MMAPABLE,
+            ..Default::default()
+        }
+        .create(),
+        &format!("creating a {pages}-page arena"),
+    );
+    let m = ok(
+        mm::map_shared(arena.fd(), pages * PAGE, RW, 0),
+        "mmap of the arena",
+    );
+    (arena, m)
+}
+
 /// Minor faults to read word 0 of each of `pages` of `m` (each once).
 pub fn faults_to_read(m: &Mapping, pages: &[usize]) -> u64 {
     let before = crate::proc::minor_faults();

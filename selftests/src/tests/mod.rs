@@ -1,5 +1,5 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T38).
+//! and the registry the runner executes in plan order (T01..T39).
 
 pub mod accounting;
 pub mod anon_inode;
@@ -79,12 +79,14 @@ pub const ALL: &[Test] = &[
     // 2 s of racing under TCG, more on the debug kernel.
     test!(window::t32_window_fill_races, timeout = 20),
     test!(anon_inode::t33_fault_timestamps),
+    test!(anon_inode::t33_arena_fault_timestamps),
     test!(window::t34_window_fill_steps_over_present_pages),
     test!(failures::t35_window_fill_page_table_failures),
     test!(growing::t36_growing_window_sequences),
     test!(growing::t37_growing_window_state_is_the_page_table),
     // Four threads sweeping 8 MiB: about a second under TCG.
     test!(growing::t38_growing_window_concurrent_sweeps, timeout = 30),
+    test!(anon_inode::t39_soft_dirty_write_faults),
 ];
 
 #[cfg(test)]

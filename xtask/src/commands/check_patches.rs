@@ -26,7 +26,7 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
         for id in &r.upstream_ids {
             crate::status!(
                 "checkpatch",
-                "    the warning UNKNOWN_COMMIT_ID {id}: bpf-next's commit, which this tree's history lacks; \
+                "    the warning UNKNOWN_COMMIT_ID {id}: an upstream commit this tree (a tarball, no history) lacks; \
                  its Fixes: tag is checked against hygiene::UPSTREAM_COMMITS instead"
             );
         }

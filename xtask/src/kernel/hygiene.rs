@@ -83,11 +83,15 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
 }
 
 /// Upstream commits a patch of the series may name in `Fixes:`: id and
-/// subject. 0001 was merged into bpf-next as f5b57e9e9cfd (2026-08-15).
-pub const UPSTREAM_COMMITS: &[(&str, &str)] = &[(
-    "f5b57e9e9cfd",
-    "bpf: Populate mmap-able array map memory lazily",
-)];
+/// subject. 0001 was merged into bpf-next as f5b57e9e9cfd (2026-08-15);
+/// 317460317a02 (v6.9) brought the arena map, whose fault 0003 fixes.
+pub const UPSTREAM_COMMITS: &[(&str, &str)] = &[
+    (
+        "f5b57e9e9cfd",
+        "bpf: Populate mmap-able array map memory lazily",
+    ),
+    ("317460317a02", "bpf: Introduce bpf_arena."),
+];
 
 /// The `Fixes:` lines of a patch that do not name one of
 /// [`UPSTREAM_COMMITS`] by its id and its exact subject.

@@ -360,6 +360,8 @@ mod tests {
             "CGROUP_BPF",
             "BPF_STREAM_PARSER",
             "IPV6",
+            // T39: pagemap's soft-dirty bit, armed by clear_refs.
+            "MEM_SOFT_DIRTY",
         ] {
             assert_eq!(all.get(opt).map(String::as_str), Some("y"), "CONFIG_{opt}");
         }
