@@ -42,13 +42,13 @@ pub enum Kernel {
     /// With patch 0001 (P): each page is faulted in on its own, returned
     /// to the core in vmf->page.
     Patched,
-    /// With 0001 and 0002 (D): each page is faulted in on its own, mapped
+    /// With 0001-0003 (D): each page is faulted in on its own, mapped
     /// by the handler.
     Direct,
-    /// With 0001-0003 (W): a fault maps the aligned window of
+    /// With 0001-0004 (W): a fault maps the aligned window of
     /// [`FAULT_WINDOW`] map pages around the faulting page, within the VMA.
     Prefault,
-    /// With 0001-0004 (A): a fault's window grows with the mapped run next
+    /// With 0001-0005 (A): a fault's window grows with the mapped run next
     /// to it, up to [`FAULT_WINDOW`] pages.
     Adaptive,
 }

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use super::Kernel;
 
-/// The most map pages one fault maps (ARRAY_MAP_FAULT_WINDOW, patch 0003):
+/// The most map pages one fault maps (ARRAY_MAP_FAULT_WINDOW, patch 0004):
 /// the aligned window on "prefault", the cap of the growing one on
 /// "adaptive".
 pub const FAULT_WINDOW: usize = guest_common::protocol::PREFAULT_WINDOW_PAGES;
@@ -25,7 +25,8 @@ pub enum Fill {
     /// A fault maps one page more than the longest run of mapped pages
     /// right below or right above it (within the VMA, at most
     /// FAULT_WINDOW), upwards from it, or downwards when the run above is
-    /// the longer (adaptive).
+    /// the longer, never past the nearest mapped page: a hole between two
+    /// mapped runs is filled by its own page (adaptive).
     Growing,
 }
 
@@ -68,9 +69,16 @@ pub fn fault(
             let above = mapped_run(present, vma, page, false);
             let w = (below.max(above) + 1).min(FAULT_WINDOW);
             if above > below {
-                (page + 1).saturating_sub(w).max(vma.start)..page + 1
+                let floor = present
+                    .range(..page)
+                    .next_back()
+                    .map_or(vma.start, |&p| p + 1);
+                (page + 1).saturating_sub(w).max(floor).max(vma.start)..page + 1
+            } else if above == 0 {
+                let ceil = present.range(page + 1..).next().map_or(vma.end, |&p| p);
+                page..(page + w).min(ceil).min(vma.end)
             } else {
-                page..(page + w).min(vma.end)
+                page..page + 1
             }
         }
     }
@@ -190,15 +198,35 @@ mod unit {
     }
 
     #[test]
-    fn the_growing_window_stays_in_the_vma_and_steps_over_present_pages() {
+    fn the_growing_window_stays_in_the_vma_and_stops_short_of_mapped_pages() {
         let mut f = Filled::with_present(Kernel::Adaptive, 10..20, &[12, 13, 14, 16]);
         f.touch(&[15]);
-        // below 12..15 (3), above 16 (1): 4 pages upwards, clamped at 20.
-        assert_eq!(f.pages(), (12..19).collect::<Vec<_>>());
+        // below 12..15 (3), above 16 (1): a hole, filled by its own page.
+        assert_eq!(f.pages(), (12..17).collect::<Vec<_>>());
+        let mut up = Filled::with_present(Kernel::Adaptive, 0..40, &[10, 11, 12, 13, 18]);
+        up.touch(&[14]);
+        // below 10..14 (4), nothing right above: 5 pages up, short of 18.
+        assert_eq!(up.pages(), (10..19).collect::<Vec<_>>());
         let mut g = Filled::with_present(Kernel::Adaptive, 10..20, &[12, 13, 14]);
         g.touch(&[11]);
         // above 12..15 (3): 4 pages downwards, clamped at the VMA's 10.
         assert_eq!(g.pages(), (10..15).collect::<Vec<_>>());
         assert_eq!(g.faults, 1);
+    }
+
+    #[test]
+    fn a_hole_between_runs_maps_no_page_past_them() {
+        // The review's case: 10..19 and 21..84 mapped, a fault at 20 maps
+        // 20 alone, not the untouched 0..9 below the shorter run.
+        let present: Vec<usize> = (10..20).chain(21..85).collect();
+        let mut f = Filled::with_present(Kernel::Adaptive, 0..128, &present);
+        f.touch(&[20]);
+        assert_eq!(f.pages(), (10..85).collect::<Vec<_>>());
+        // Downwards from a run above (21..31, 10 pages), the window of 11
+        // stops above page 17.
+        let above: Vec<usize> = std::iter::once(17).chain(21..31).collect();
+        let mut g = Filled::with_present(Kernel::Adaptive, 0..128, &above);
+        g.touch(&[20]);
+        assert_eq!(g.pages(), (17..31).collect::<Vec<_>>());
     }
 }

@@ -1,4 +1,4 @@
-//! T36-T38: the growing window (patch 0004, kernel A), whose only state is
+//! T36-T38, T40: the growing window (patch 0005, kernel A), whose only state is
 //! the page table: a fault maps one page more than the mapped run next to
 //! it, up to FAULT_WINDOW. Every kernel holds the presence model's exact
 //! expectations (`runner::model`): for access sequences that change
@@ -16,9 +16,14 @@ use crate::runner::Filled;
 /// pages): its present pages and minor faults against the model's.
 fn read_in_order(ctx: &Ctx, pm: &PagedMap, vma: Range<usize>, order: &[usize], what: &str) {
     let m = ok(pm.mmap(vma.len(), RW, vma.start), what);
+    read_mapping_in_order(ctx, &m, vma, order, what);
+}
+
+/// The same through `m`, a fresh mapping of map pages `vma`.
+fn read_mapping_in_order(ctx: &Ctx, m: &Mapping, vma: Range<usize>, order: &[usize], what: &str) {
     let at: Vec<usize> = order.iter().map(|p| p - vma.start).collect();
     warm_up_fault_counting();
-    let faults = faults_to_read(&m, &at) as usize;
+    let faults = faults_to_read(m, &at) as usize;
     let mut model = Filled::new(ctx.kernel, vma.clone());
     model.touch(order);
     assert!(
@@ -32,7 +37,7 @@ fn read_in_order(ctx: &Ctx, pm: &PagedMap, vma: Range<usize>, order: &[usize], w
         &format!("{ctx}: {what}"),
     );
     for &p in order.iter().step_by(7) {
-        check_page(&m, p - vma.start, p, &format!("{ctx}: {what}: page {p}"));
+        check_page(m, p - vma.start, p, &format!("{ctx}: {what}: page {p}"));
     }
 }
 
@@ -89,7 +94,52 @@ pub fn t36_growing_window_sequences(ctx: &Ctx) -> Result<(), Skip> {
     // 14, and is no run; the run above (15) grows the window down to 13.
     let short = [10, 11, 15, 14];
     read_in_order(ctx, &pm, all, &short, "a run below that stops short");
+    // Sweeps across a pte table boundary: the upward one faults first at
+    // the table's first pte (map page 15), the downward one at the last pte
+    // of the table below (map page 24). The run to count lies in the other
+    // table, which the page walk reaches and a look at the faulting table
+    // alone does not.
+    let up = across_a_table(&pm, 15);
+    read_mapping_in_order(
+        ctx,
+        &up.0,
+        0..40,
+        &(0..40).collect::<Vec<_>>(),
+        "up across a table boundary",
+    );
+    let down = across_a_table(&pm, 25);
+    read_mapping_in_order(
+        ctx,
+        &down.0,
+        0..40,
+        &(0..40).rev().collect::<Vec<_>>(),
+        "down across a table boundary",
+    );
     Ok(())
+}
+
+/// A fresh mapping of map pages 0..40 placed so that map page `first` is
+/// the first of a pte table (its address 2 MiB aligned), and the
+/// reservation around it, unmapped after it.
+fn across_a_table(pm: &PagedMap, first: usize) -> (Mapping, Mapping) {
+    const TABLE: usize = 512 * PAGE;
+    let around = ok(
+        mm::reserve(2 * TABLE, TABLE),
+        "reserving two pte tables' span",
+    );
+    let addr = around.addr() + TABLE - first * PAGE;
+    let m = ok(
+        mm::mmap(
+            addr,
+            40 * PAGE,
+            RW,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            Some(pm.map.fd()),
+            0,
+        ),
+        "mapping map pages 0..40 across a pte table boundary",
+    );
+    (m, around)
 }
 
 /// T37: the window's state lives in each mapping's page table. Two
@@ -228,4 +278,69 @@ pub fn t38_growing_window_concurrent_sweeps(ctx: &Ctx) -> Result<(), Skip> {
         check_page_full(m, p, p, &format!("{ctx}: page {p} after the sweeps"));
     }
     Ok(())
+}
+
+/// T40: a fault in a hole next to mapped runs maps nothing past the hole.
+/// A 128-page mapping is read whole, then every page outside `present`
+/// is zapped; reading page 20 takes one fault. A (0005) maps the page
+/// alone where it lies between two runs, and upwards stops short of the
+/// next mapped page; W maps its aligned window 0..64, stepping over what
+/// is there; P and D the page; U gets SIGBUS (its VMA has no fault
+/// handler). Each kernel's pages are written out here, and the model
+/// must agree with them.
+pub fn t40_growing_window_fills_holes_in_place(ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 128;
+    let pm = PagedMap::new(PAGES);
+    pm.fill_all();
+    // The review's case: 10..19 and 21..84 mapped. A window grown from
+    // the longer run above would go down past 10..19 to the untouched 0..9.
+    let between: Vec<usize> = (10..20).chain(21..85).collect();
+    fill_hole(ctx, &pm, &between, &[20], "between 10..19 and 21..84");
+    // 10..19 and 23 mapped: the window of 11 pages up from 20 stops at 23.
+    let short: Vec<usize> = (10..20).chain([23]).collect();
+    fill_hole(ctx, &pm, &short, &[20, 21, 22], "above 10..19, below 23");
+    Ok(())
+}
+
+/// Reads page 20 of a fresh 128-page mapping of `pm` in which only
+/// `present` is mapped; `growing` is what A maps.
+fn fill_hole(ctx: &Ctx, pm: &PagedMap, present: &[usize], growing: &[usize], what: &str) {
+    const PAGES: usize = 128;
+    const READ: usize = 20;
+    let m = pm.map_rw();
+    std::hint::black_box(touch_pages(&m, &(0..PAGES).collect::<Vec<_>>()));
+    for p in (0..PAGES).filter(|p| !present.contains(p)) {
+        ok(
+            mm::madvise(m.addr() + p * PAGE, PAGE, libc::MADV_DONTNEED),
+            &format!("MADV_DONTNEED of page {p}"),
+        );
+    }
+    let what = format!("{ctx}: {what}");
+    assert_present(&present_map_pages(m.addr(), PAGES, 0), present, &what);
+    if !ctx.is_lazy() {
+        expect_signal("read of a zapped page", libc::SIGBUS, || {
+            m.read_u64(READ * PAGE);
+        });
+        return;
+    }
+    warm_up_fault_counting();
+    let faults = faults_to_read(&m, &[READ]);
+    assert_eq!(faults, 1, "{what}: minor faults to read page {READ}");
+    let mapped: Vec<usize> = match ctx.kernel {
+        Kernel::Adaptive => growing.to_vec(),
+        Kernel::Prefault => (0..FAULT_WINDOW).collect(),
+        _ => vec![READ],
+    };
+    let mut want: Vec<usize> = present.iter().chain(&mapped).copied().collect();
+    want.sort();
+    want.dedup();
+    assert_eq!(
+        ctx.present_after_from(0..PAGES, present, &[READ]),
+        want,
+        "{what}: the model disagrees with the test"
+    );
+    assert_present(&present_map_pages(m.addr(), PAGES, 0), &want, &what);
+    for &p in &mapped {
+        check_page(&m, p, p, &format!("{what}: page {p}"));
+    }
 }

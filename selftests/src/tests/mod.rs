@@ -1,5 +1,5 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T39).
+//! and the registry the runner executes in plan order (T01..T40).
 
 pub mod accounting;
 pub mod anon_inode;
@@ -87,6 +87,7 @@ pub const ALL: &[Test] = &[
     // Four threads sweeping 8 MiB: about a second under TCG.
     test!(growing::t38_growing_window_concurrent_sweeps, timeout = 30),
     test!(anon_inode::t39_soft_dirty_write_faults),
+    test!(growing::t40_growing_window_fills_holes_in_place),
 ];
 
 #[cfg(test)]

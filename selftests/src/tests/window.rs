@@ -1,4 +1,4 @@
-//! T29-T32, T34: the window of pages one fault maps (patch 0002, kernel W).
+//! T29-T32, T34: the window of pages one fault maps (patch 0004, kernel W).
 //! A window is the aligned run of FAULT_WINDOW map pages around the
 //! faulting page, clamped to the VMA: it must never reach a neighbouring
 //! VMA, must keep a read-only mapping read-only, must save the faults it

@@ -187,8 +187,9 @@ pub const CI_RUNNERS: &str = "test_progs,test_progs-no_alu32,test_progs-cpuv4,te
 const CI_DEBUG_RUNNERS: &str = "test_progs";
 
 /// The debug kernels CI builds and tests: 0001 as merged, and the whole
-/// series (adaptive holds every line of 0002-0004 but the fixed window's
-/// alignment). `vmtest --kernel direct,prefault --debug` covers the rest.
+/// series (adaptive holds 0002, 0003 and 0005, and of 0004 all but the
+/// aligned window and its step over mapped pages, which 0005 replaces).
+/// `vmtest --kernel direct,prefault --debug` covers the rest.
 const DEBUG_KERNELS: &str = "patched,adaptive";
 
 /// The debug kernel the BPF tree's selftests run on in CI: the whole

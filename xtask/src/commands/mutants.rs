@@ -1,8 +1,8 @@
 //! `cargo xtask mutants`: each mutant of the series (`mutants/`) built as
 //! the kernel variant `mutant` (one tree, rebuilt incrementally) and run
 //! through the plan with `--fail-fast`, held to the expectations of the
-//! variant its patch belongs to: 0001's on `patched`, 0002's on
-//! `direct`. First the judge runs on each such variant unmutated, a
+//! variant its patch belongs to: 0001's on `patched`, 0002's and 0003's
+//! on `direct`, and so on. First the judge runs on each such variant unmutated, a
 //! control that must pass, or no outcome would mean anything. Killed,
 //! crashed (counted as killed), survived; did not build, undecided (the
 //! judge broke) and errors (the host failed) are not counted and fail the

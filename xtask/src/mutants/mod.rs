@@ -195,7 +195,7 @@ mod tests {
         let all = of_patch(3, &s.patches[3].name, &text);
         let m = all
             .iter()
-            .find(|m| m.op == Op::Cmp && m.brief().contains("err == -EBUSY"))
+            .find(|m| m.op == Op::Cmp && m.brief().contains("err != -EBUSY"))
             .expect("the -EBUSY test is mutated");
         let mutated = m.patch_text(&text);
         assert_eq!(mutated.lines().count(), text.lines().count());
@@ -206,7 +206,10 @@ mod tests {
             .collect();
         assert_eq!(
             changed,
-            [("+\t\tif (err == -EBUSY)", "+\t\tif (err != -EBUSY)")]
+            [(
+                "+\t\t\tif (err && err != -EBUSY)",
+                "+\t\t\tif (err && err == -EBUSY)"
+            )]
         );
         assert!(m.diff().contains("kernel/bpf/arraymap.c"), "{}", m.diff());
     }

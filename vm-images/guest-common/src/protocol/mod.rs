@@ -43,12 +43,13 @@ pub const RESULTS_PORT: &str = "/dev/ttyS1";
 
 /// The kernels the test plan has expectations for (`bpflab.kernel`):
 /// without the series, then each variant of patches/series: 0001,
-/// +0002 (the fault handler maps the page), +0003 (a fixed window),
-/// +0004 (the window grows with sequential faults).
+/// +0002 and 0003 (the fault handlers of array and arena maps map the
+/// page), +0004 (a fixed window), +0005 (the window grows with
+/// sequential faults).
 pub const PLAN_KERNELS: [&str; 5] = ["base", "patched", "direct", "prefault", "adaptive"];
 
 /// The most map pages one fault maps on "prefault" and "adaptive"
-/// (ARRAY_MAP_FAULT_WINDOW, defined by patch 0003): what their tests and
+/// (ARRAY_MAP_FAULT_WINDOW, defined by patch 0004): what their tests and
 /// the bench's Rss bound expect. xtask's
 /// `the_window_size_is_the_one_the_series_defines` fails when the two
 /// differ.
