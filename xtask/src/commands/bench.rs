@@ -26,7 +26,7 @@ use crate::report::plot;
 use crate::report::protocol::Outcome;
 use crate::report::seed::seed_table;
 use crate::report::sparse::sparse_table;
-use crate::report::targets::targets;
+use crate::report::targets::{self, targets, Targets};
 use crate::report::threads::threads_table;
 use crate::vm::qemu::{Accel, AccelChoice, TcgThreads};
 use crate::vm::session::{self, GuestRun, Prepared, Session};
@@ -56,6 +56,12 @@ struct Calibrated {
 /// The record `--record` writes and `--gate` reads.
 pub fn record_path() -> PathBuf {
     project::root().join("docs/bench/icount.json")
+}
+
+/// The targets met in the record's run, which `--record` writes and
+/// `--gate-targets` holds.
+pub fn targets_met_path() -> PathBuf {
+    project::root().join("docs/bench/targets-met.txt")
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -102,9 +108,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let model = model_for(&measured.results, measured.clock);
-    let verdict = report(&args, &measured, model.as_ref(), &head, &shape)?;
+    let (verdict, goals) = report(&args, &measured, model.as_ref(), &head, &shape)?;
     if args.record {
-        return record(&measured.results, shape, verdict);
+        return record(&measured.results, shape, goals.as_ref(), &head, verdict);
     }
     Ok(verdict)
 }
@@ -226,7 +232,7 @@ fn report(
     model: Option<&Calibrated>,
     head: &str,
     shape: &RunShape,
-) -> Result<ExitCode> {
+) -> Result<(ExitCode, Option<Targets>)> {
     let (results, clock) = (&measured.results[..], measured.clock);
     let m = model.map(|c| &c.model);
     let mut text = seed_table(results, clock, m);
@@ -278,13 +284,21 @@ fn report(
         failed |= gate(results, clock, unsteady, shape)?;
     }
     if args.gate_targets {
-        failed |= gate_targets(goals.as_ref(), head);
+        let path = targets_met_path();
+        let held = fs::read_to_string(&path).with_context(|| {
+            format!(
+                "reading {}: --gate-targets holds the targets it lists; write it with --record",
+                path.display()
+            )
+        })?;
+        failed |= gate_targets(goals.as_ref(), head, &held);
     }
-    Ok(if failed {
+    let code = if failed {
         ExitCode::from(EXIT_TESTS_FAILED)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    Ok((code, goals))
 }
 
 /// CI's gate: steadiness and the record. True when it failed.
@@ -336,22 +350,36 @@ fn gate(results: &[KernelBench], clock: Clock, unsteady: usize, shape: &RunShape
     Ok(failed)
 }
 
-fn gate_targets(goals: Option<&crate::report::targets::Targets>, head: &str) -> bool {
-    match goals {
-        None => {
-            eprintln!("bench: --gate-targets needs base, patched and {head} in the run");
-            true
-        }
-        // Met means every target: an unmeasured or open one is no pass.
-        Some(t) if t.missed > 0 || t.undecided > 0 || t.met == 0 => {
-            eprintln!(
-                "bench: targets of {head}: {} MISSED, {} not measured or not established",
-                t.missed, t.undecided
-            );
-            true
-        }
-        Some(_) => false,
+/// The targets gate: every target `held` (the record's met list) names
+/// must be met in this run; an unmeasured or open one is no pass, and an
+/// empty list holds nothing. True when it failed.
+fn gate_targets(goals: Option<&Targets>, head: &str, held: &str) -> bool {
+    let Some(t) = goals else {
+        eprintln!("bench: --gate-targets needs base, patched and {head} in the run");
+        return true;
+    };
+    let n = targets::held(held).count();
+    if n == 0 {
+        eprintln!(
+            "bench: {} lists no target met: nothing to hold (record one with --record)",
+            targets_met_path().display()
+        );
+        return true;
     }
+    let lost = t.lost(held);
+    for name in &lost {
+        eprintln!("bench: target of {head} met in the record, not in this run: {name}");
+    }
+    eprintln!(
+        "bench targets: {} of the {n} met in the record still met; {} met, {} MISSED, {} undecided of {}: {}",
+        n - lost.len(),
+        t.met,
+        t.missed,
+        t.undecided,
+        t.met + t.missed + t.undecided,
+        if lost.is_empty() { "passed" } else { "FAILED" }
+    );
+    !lost.is_empty()
 }
 
 fn read_record() -> Result<BenchRecord> {
@@ -367,7 +395,13 @@ fn read_record() -> Result<BenchRecord> {
 
 /// `--record`: this run's kernels into the record (the others kept when
 /// it was made alike), unless a steady row was not; then the verdict.
-fn record(results: &[KernelBench], shape: RunShape, verdict: ExitCode) -> Result<ExitCode> {
+fn record(
+    results: &[KernelBench],
+    shape: RunShape,
+    goals: Option<&Targets>,
+    head: &str,
+    verdict: ExitCode,
+) -> Result<ExitCode> {
     let (_, unsteady) = unsteady_report(results);
     if unsteady > 0 {
         eprintln!("bench: not recorded: {unsteady} one-thread row(s) of 1 ms or more are unsteady (listed above)");
@@ -391,6 +425,21 @@ fn record(results: &[KernelBench], shape: RunShape, verdict: ExitCode) -> Result
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if let Some(t) = goals {
+        let path = targets_met_path();
+        let text = format!(
+            "# The targets of {head} met in the record's run (`bench --record`), a line\n\
+             # each: `bench --gate-targets` fails when one of them is no longer met.\n{}",
+            t.met_list()
+        );
+        crate::util::write_atomic(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "wrote {} ({} of {head}'s targets met)",
+            path.display(),
+            t.met
+        );
+    }
     Ok(verdict)
 }
 
@@ -485,20 +534,34 @@ mod tests {
         };
         let err = gate(&one_boot, Clock::Icount, 0, &shape).unwrap_err();
         assert!(err.to_string().contains("add --repeat 2"), "{err}");
-        let t = |met, missed, undecided| crate::report::targets::Targets {
-            text: String::new(),
-            met,
-            missed,
-            undecided,
+        let t = |words: &[&'static str]| Targets {
+            cells: words
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| (format!("cell {i}"), w))
+                .collect(),
+            ..Targets::default()
         };
-        assert!(!gate_targets(Some(&t(150, 0, 0)), "adaptive"));
-        assert!(gate_targets(Some(&t(149, 1, 0)), "adaptive"));
+        let held = "# met in the record\ncell 0\ncell 1\n";
+        assert!(!gate_targets(
+            Some(&t(&["met", "met", "MISSED"])),
+            "adaptive",
+            held
+        ));
+        assert!(gate_targets(Some(&t(&["met", "MISSED"])), "adaptive", held));
         assert!(
-            gate_targets(Some(&t(149, 0, 1)), "adaptive"),
+            gate_targets(Some(&t(&["met", "not established"])), "adaptive", held),
             "an open target is no pass"
         );
-        assert!(gate_targets(Some(&t(0, 0, 0)), "adaptive"));
-        assert!(gate_targets(None, "adaptive"));
+        assert!(
+            gate_targets(Some(&t(&["met"])), "adaptive", held),
+            "a held target gone from the table is no pass"
+        );
+        assert!(
+            gate_targets(Some(&t(&["met", "met"])), "adaptive", "# nothing\n"),
+            "an empty list holds nothing"
+        );
+        assert!(gate_targets(None, "adaptive", held));
     }
 
     #[test]

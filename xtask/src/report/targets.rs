@@ -36,6 +36,9 @@ pub struct Targets {
     pub met: usize,
     pub missed: usize,
     pub undecided: usize,
+    /// Every cell, in table order: its name (`<label> @ <size>`) and its
+    /// verdict.
+    pub cells: Vec<(String, &'static str)>,
 }
 
 impl Targets {
@@ -54,10 +57,45 @@ impl Targets {
         for pages in PAGES {
             let (shown, word) = cell(pages);
             self.count(word);
+            self.cells
+                .push((format!("{label} @ {}", pages_label(pages)), word));
             write!(line, "{:>24}", format!("{shown} {}", short(word))).unwrap();
         }
         writeln!(self.text, "{line}").unwrap();
     }
+}
+
+impl Targets {
+    /// The names of the cells met, a line each: what `--record` keeps.
+    pub fn met_list(&self) -> String {
+        self.cells
+            .iter()
+            .filter(|(_, word)| *word == "met")
+            .map(|(name, _)| format!("{name}\n"))
+            .collect()
+    }
+
+    /// The cells that `met_before` (a `met_list`, `#` comments allowed)
+    /// names and this run did not meet: missed, open, or not in the table.
+    pub fn lost(&self, met_before: &str) -> Vec<String> {
+        held(met_before)
+            .filter(|name| {
+                !self
+                    .cells
+                    .iter()
+                    .any(|(n, word)| n == name && *word == "met")
+            })
+            .map(String::from)
+            .collect()
+    }
+}
+
+/// The cell names a met list holds.
+pub fn held(met_list: &str) -> impl Iterator<Item = &str> {
+    met_list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
 
 /// One timed cell: the shown ratio and its verdict.
@@ -249,6 +287,35 @@ mod tests {
             targets(&run(("x", 1, 1), 1)[..1], "adaptive", Clock::Icount, None),
             None
         );
+    }
+
+    #[test]
+    fn a_target_met_in_the_record_and_missed_now_is_lost() {
+        let all_met = targets(&run(("x", 1, 1), 128), "adaptive", Clock::Icount, None).unwrap();
+        let record = format!("# a comment\n\n{}", all_met.met_list());
+        assert_eq!(held(&record).count(), 150);
+        assert!(all_met.lost(&record).is_empty());
+        // stride 2 at 16 pages 1.2x patched at every thread count.
+        let slower = targets(
+            &run(("stride_2", 16, 1200), 128),
+            "adaptive",
+            Clock::Icount,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            slower.lost(&record),
+            [1, 2, 4].map(|n| format!("write every 2nd page, {n}t, /patched <= 1.1x @ 16 pages"))
+        );
+        // What the record never held met may be missed.
+        let without: String = record
+            .lines()
+            .filter(|l| !l.starts_with("write every 2nd page"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(slower.lost(&without).is_empty());
+        // A cell the table no longer has is lost too.
+        assert_eq!(slower.lost("gone @ 1 page\n"), ["gone @ 1 page"]);
     }
 
     #[test]
