@@ -111,8 +111,8 @@ fn across_a_page_table(pm: &PagedMap) -> Mapping {
 /// T35 (W is the window, pages 0..W straddle a 2 MiB boundary at map page
 /// 32). A: reading page 16 while the page table past the boundary cannot
 /// be allocated: the page and 17..31 are mapped, the fill stops at the
-/// failure (and skips 0..15); reading page 40 afterwards maps the rest of
-/// the window. B: reading page 40 while its own page table cannot be
+/// failure (and skips 0..15); reading page 10 afterwards maps the rest of
+/// the window, stepping over 16..31 to the missing table; then page 40. B: reading page 40 while its own page table cannot be
 /// allocated (the first allocation, the core's pre-allocation, passes):
 /// the fault reports OOM, the core retries it, and the read succeeds in
 /// one counted fault with the window mapped; the least of three tries is
@@ -143,11 +143,21 @@ pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
         spent, reaches,
         "{ctx}: the failing allocation of the page table past page 31 fired: {spent}, expected {reaches}"
     );
+    // The fill above page 10 meets 16..31 mapped and steps over them to
+    // the table past page 31, which does not exist: the hole walk reports
+    // it as a hole, and the fill goes on there.
+    check_page(&m, 10, 10, "page 10 after the failure");
+    assert_present_window(
+        ctx,
+        &present(&m),
+        &[16, 10],
+        "after reading page 10 as well",
+    );
     check_page(&m, 40, 40, "page 40 after the failure");
     assert_present_window(
         ctx,
         &present(&m),
-        &[16, 40],
+        &[16, 10, 40],
         "after reading page 40 as well",
     );
 

@@ -272,19 +272,34 @@ pub fn t31_faults_per_window(ctx: &Ctx) -> Result<(), Skip> {
 /// past a run of present pages and at the window's end. Reading the hole
 /// W+10 takes one fault, and then exactly window 1 is present (P: the
 /// page read joins what was left; U: the read is SIGBUS, nothing comes
-/// back).
+/// back). Then, on a fresh mapping, the window's first four pages are
+/// zapped and its first page read: the fill above it meets W+4 mapped
+/// three pages on, and the search for the next hole must start past that
+/// page, not reach back out of the window (page W-1 stays unmapped).
 pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
     const W: usize = FAULT_WINDOW;
-    let read = W + 10;
-    // W+11..W+19 present: the fill above `read` starts at a present page,
-    // and W+20 lies further than one vm_insert_pages() batch past it.
-    let holes = [W + 3, read, W + 20, W + 21, 2 * W - 1];
     let pm = PagedMap::new(3 * W);
     pm.fill_all();
+    // W+11..W+19 present: the fill above W+10 starts at a present page,
+    // and W+20 lies further than one vm_insert_pages() batch past it.
+    refill_after_zaps(
+        ctx,
+        &pm,
+        &[W + 3, W + 10, W + 20, W + 21, 2 * W - 1],
+        W + 10,
+    );
+    refill_after_zaps(ctx, &pm, &[W, W + 1, W + 2, W + 3], W);
+    Ok(())
+}
+
+/// One T34 case on a fresh mapping of `pm`: window 1 read whole, `holes`
+/// zapped, then `read` (one of them) read.
+fn refill_after_zaps(ctx: &Ctx, pm: &PagedMap, holes: &[usize], read: usize) {
+    const W: usize = FAULT_WINDOW;
     let m = pm.map_rw();
     let window1: Vec<usize> = (W..2 * W).collect();
     std::hint::black_box(touch_pages(&m, &window1));
-    for &h in &holes {
+    for &h in holes {
         ok(
             mm::madvise(m.addr() + h * PAGE, PAGE, libc::MADV_DONTNEED),
             &format!("MADV_DONTNEED of page {h}"),
@@ -308,7 +323,7 @@ pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
             &left,
             &format!("{ctx}: after the SIGBUS"),
         );
-        return Ok(());
+        return;
     }
     warm_up_fault_counting();
     let faults = faults_to_read(&m, &[read]);
@@ -324,10 +339,9 @@ pub fn t34_window_fill_steps_over_present_pages(ctx: &Ctx) -> Result<(), Skip> {
         &want,
         &format!("{ctx}: after reading page {read} (zapped: {holes:?})"),
     );
-    for &p in &holes {
+    for &p in holes {
         check_page(&m, p, p, &format!("{ctx}: zapped page {p} read again"));
     }
-    Ok(())
 }
 
 /// Whether `v` is word 0 of some page of a `pages`-page map (a page

@@ -63,6 +63,9 @@ struct Cutter {
     new_line: usize,
     in_comment: bool,
     returns: Option<String>,
+    /// The return type of each function defined in the new file so far: a
+    /// hunk header names the old file's, which a patch may have changed.
+    defined: std::collections::HashMap<String, String>,
     /// The unit being collected, and its bracket depth so far.
     open: Option<Unit>,
     depth: i32,
@@ -74,6 +77,7 @@ impl Cutter {
             self.flush();
             self.file = path.trim().trim_start_matches("b/").to_string();
             self.in_hunk = false;
+            self.defined.clear();
         } else if let Some(header) = line.strip_prefix("@@ ") {
             self.flush();
             self.hunk(header);
@@ -106,21 +110,27 @@ impl Cutter {
             .unwrap_or(1);
         self.returns = header
             .split_once("@@")
-            .and_then(|(_, f)| return_type(f.trim_start()));
+            .and_then(|(_, f)| signature(f.trim_start()))
+            .map(|(ty, name)| self.defined.get(&name).cloned().unwrap_or(ty));
+    }
+
+    /// A line of the new file: a function defined on it sets the type
+    /// that the returns below it are forced to.
+    fn new_file_line(&mut self, code: &str) {
+        if let Some((ty, name)) = signature(code) {
+            self.defined.insert(name, ty.clone());
+            self.returns = Some(ty);
+        }
     }
 
     fn context(&mut self, line: &str) {
         let code = blank_comments(line, &mut self.in_comment);
-        if let Some(t) = return_type(&code) {
-            self.returns = Some(t);
-        }
+        self.new_file_line(&code);
     }
 
     fn added(&mut self, i: usize, line: &str) {
         let code = blank_comments(line, &mut self.in_comment);
-        if let Some(t) = return_type(&code) {
-            self.returns = Some(t);
-        }
+        self.new_file_line(&code);
         if code.trim().is_empty() {
             // A comment or blank line ends nothing and starts nothing.
             return;
@@ -205,7 +215,9 @@ fn depth_change(code: &str) -> i32 {
 
 /// The return type a function definition's first line names:
 /// `static vm_fault_t array_map_mmap_fault(` gives `vm_fault_t`.
-fn return_type(code: &str) -> Option<String> {
+/// The return type and the name of a function whose definition starts
+/// on this line.
+fn signature(code: &str) -> Option<(String, String)> {
     let code = code.trim_end();
     if code.starts_with([' ', '\t']) || code.ends_with(';') || code.starts_with('#') {
         return None;
@@ -220,8 +232,9 @@ fn return_type(code: &str) -> Option<String> {
         .collect();
     let ty = words.len().checked_sub(2).map(|i| words[i])?;
     const NOT_TYPES: &[&str] = &["if", "while", "for", "return", "static", "inline", "else"];
-    (!NOT_TYPES.contains(&words[words.len() - 1]) && !NOT_TYPES.contains(&ty))
-        .then(|| ty.to_string())
+    let name = words[words.len() - 1];
+    (!NOT_TYPES.contains(&name) && !NOT_TYPES.contains(&ty))
+        .then(|| (ty.to_string(), name.to_string()))
 }
 
 fn kind_of(code: &str) -> Kind {
@@ -301,6 +314,34 @@ mod tests {
         assert_eq!(got[1].code[1].len(), got[1].lines[1].len(), "columns kept");
         assert_eq!((got[0].file.as_str(), got[0].new_line), ("k/a.c", 12));
         assert_eq!(got[2].new_line, 17);
+    }
+
+    #[test]
+    fn a_return_type_the_patch_changed_is_the_new_one() {
+        // The second hunk's header names the old `static int fill(`: its
+        // bare `return;` must not be forced to `return 0;` (did not build).
+        let patch = "\
+diff --git a/k/a.c b/k/a.c
+--- a/k/a.c
++++ b/k/a.c
+@@ -1,3 +1,3 @@
+-static int fill(int a,
++static void fill(int a,
+ \t\t int b)
+ {
+@@ -9,3 +9,4 @@ static int fill(int a,
+ \tif (a)
++\t\treturn;
+ \tb++;
+";
+        let got = units(patch);
+        assert_eq!(
+            got.len(),
+            2,
+            "{:?}",
+            got.iter().map(|u| &u.lines).collect::<Vec<_>>()
+        );
+        assert_eq!(got[1].returns.as_deref(), Some("void"));
     }
 
     #[test]
