@@ -112,8 +112,9 @@ fn across_a_page_table(pm: &PagedMap) -> Mapping {
 /// 32). A: reading page 16 while the page table past the boundary cannot
 /// be allocated: the page and 17..31 are mapped, the fill stops at the
 /// failure (and skips 0..15); reading page 10 afterwards maps the rest of
-/// the window, stepping over 16..31 to the missing table; then page 40. B: reading page 40 while its own page table cannot be
-/// allocated (the first allocation, the core's pre-allocation, passes):
+/// the window, stepping over 16..31 to the missing table; then page 40.
+/// B: reading page 40 while its own page table cannot be allocated (the
+/// first allocation, the core's pre-allocation, passes):
 /// the fault reports OOM, the core retries it, and the read succeeds in
 /// one counted fault with the window mapped; the least of three tries is
 /// compared, which rules out a stray fault of the test itself.

@@ -153,7 +153,8 @@ fn small_maps_read_whole(ctx: &Ctx) {
             Kernel::Prefault => pages.div_ceil(FAULT_WINDOW),
             Kernel::Adaptive => adaptive,
         };
-        let model = ctx.faults_after(0..pages, &(0..pages).collect::<Vec<_>>()) as usize;
+        let whole: Vec<usize> = (0..pages).collect();
+        let model = ctx.faults_after(0..pages, &whole) as usize;
         assert!(
             model == want,
             "{ctx}: the model takes {model} faults to read a {pages}-page map whole, the measured figure is {want}"
@@ -162,7 +163,7 @@ fn small_maps_read_whole(ctx: &Ctx) {
             ctx,
             &pm,
             0..pages,
-            &(0..pages).collect::<Vec<_>>(),
+            &whole,
             &format!("a {pages}-page map read whole"),
         );
     }

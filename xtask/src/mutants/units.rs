@@ -213,10 +213,9 @@ fn depth_change(code: &str) -> i32 {
         .sum()
 }
 
-/// The return type a function definition's first line names:
-/// `static vm_fault_t array_map_mmap_fault(` gives `vm_fault_t`.
-/// The return type and the name of a function whose definition starts
-/// on this line.
+/// The return type and the name that a function definition's first line
+/// names: `static vm_fault_t array_map_mmap_fault(` gives `vm_fault_t` and
+/// `array_map_mmap_fault`.
 fn signature(code: &str) -> Option<(String, String)> {
     let code = code.trim_end();
     if code.starts_with([' ', '\t']) || code.ends_with(';') || code.starts_with('#') {
