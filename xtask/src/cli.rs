@@ -268,6 +268,11 @@ pub struct MutantsArgs {
     /// With `--judge fuzz`: the seed, the same for every mutant.
     #[arg(long, value_name = "S", default_value = "1")]
     pub seed: u64,
+    /// Build each mutant as a debug kernel (KASAN, lockdep, DEBUG_VM, ...)
+    /// and judge it there: slower, and it sees what a lean kernel cannot,
+    /// such as a lock never released.
+    #[arg(long)]
+    pub debug: bool,
 }
 
 /// What decides whether a mutant is killed.
@@ -498,6 +503,11 @@ pub struct CiArgs {
     /// `--step build,vmtest-patched`: the workflow's jobs each run some.
     #[arg(long, value_delimiter = ',', value_name = "ID")]
     pub step: Vec<String>,
+    /// Put this run's times on record as the cold run ci projects from
+    /// (docs/ci-times-cold.json): only a whole run that passed, started
+    /// on an empty kernel cache.
+    #[arg(long)]
+    pub record_times: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]

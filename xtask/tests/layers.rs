@@ -21,6 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fuzz", &["kernel", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["project", "util"]),
+    ("ci_times", &["kernel", "project", "util"]),
     ("host_noise", &[]),
     ("report", &["project", "util"]),
     ("leftovers", &["project", "util"]),

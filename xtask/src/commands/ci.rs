@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
+use crate::ci_times::{self, CiTimes, StepTime};
 use crate::cli::CiArgs;
 use crate::{hostdeps, project};
 
@@ -393,27 +394,39 @@ fn actionlint(cache: &Path) -> Result<PathBuf> {
 }
 
 struct Outcome {
+    id: &'static str,
     name: &'static str,
     ok: bool,
     code: Option<i32>,
     took: Duration,
 }
 
-/// The first 64 bits of HEAD's commit id; None outside a git checkout.
-fn commit_seed() -> Option<u64> {
+/// HEAD's commit id; None outside a git checkout.
+fn commit_id() -> Option<String> {
     let out = Command::new("git")
         .args(["rev-parse", "HEAD"])
         .current_dir(project::root())
         .output()
-        .ok()?;
-    let id = String::from_utf8_lossy(&out.stdout);
-    u64::from_str_radix(id.get(..16)?, 16).ok()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The first 64 bits of HEAD's commit id; None outside a git checkout.
+fn commit_seed() -> Option<u64> {
+    u64::from_str_radix(commit_id()?.get(..16)?, 16).ok()
 }
 
 pub fn run(args: CiArgs) -> Result<ExitCode> {
     let started = Instant::now();
+    let started_at = SystemTime::now();
     let xtask = std::env::current_exe().context("finding the xtask binary")?;
     let selected = select(steps(&args, &xtask.display().to_string()), &args.step)?;
+    if args.record_times && (!args.step.is_empty() || args.no_debug || args.no_faults) {
+        bail!("--record-times records a whole run: drop --step, --no-debug and --no-faults");
+    }
+    let cache = project::cache_dir(args.cache_dir.as_deref())?;
+    let cold = ci_times::cache_is_cold(&cache);
     // Host tools first: a missing one fails here, before any long step.
     let env = tools_for(&selected, args.cache_dir.as_deref())?;
     let gha = std::env::var_os("GITHUB_ACTIONS").is_some();
@@ -425,27 +438,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
             println!("\n===== {} =====", step.name);
         }
         println!("$ {} {}", step.program, step.args.join(" "));
-        let t = Instant::now();
-        let mut command = Command::new(&step.program);
-        // Every step, the fault tests' own xtask runs included, uses the
-        // same cache.
-        if let Some(dir) = &args.cache_dir {
-            command.env(project::CACHE_ENV, dir);
-        }
-        // CI runs what the project defines, not a developer's habits.
-        command.env(crate::config_file::CONFIG_ENV, "");
-        let status = command
-            .args(&step.args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(project::root())
-            .status()
-            .with_context(|| format!("running {} {}", step.program, step.args.join(" ")))?;
-        let outcome = Outcome {
-            name: step.name,
-            ok: status.success(),
-            code: status.code(),
-            took: t.elapsed(),
-        };
+        let outcome = run_step(step, args.cache_dir.as_deref(), &env)?;
         if gha {
             println!("::endgroup::");
         }
@@ -473,11 +466,82 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     println!("\n{}", summary(&outcomes, started.elapsed()));
     let failed = outcomes.iter().filter(|o| !o.ok).count();
     println!("steps: {} passed, {failed} failed", outcomes.len() - failed);
+    let base = cold
+        .then(|| ci_times::base_build_seconds(&cache, started_at))
+        .flatten();
+    let times = times_of(&outcomes, cold, base, started.elapsed());
+    report_times(&cache, &times, args.record_times)?;
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(project::EXIT_TESTS_FAILED)
     })
+}
+
+/// Runs one step with ci's environment, its output straight through.
+fn run_step(step: &Step, cache_dir: Option<&Path>, env: &[(String, String)]) -> Result<Outcome> {
+    let t = Instant::now();
+    let mut command = Command::new(&step.program);
+    // Every step, the fault tests' own xtask runs included, uses the
+    // same cache.
+    if let Some(dir) = cache_dir {
+        command.env(project::CACHE_ENV, dir);
+    }
+    // CI runs what the project defines, not a developer's habits.
+    command.env(crate::config_file::CONFIG_ENV, "");
+    let status = command
+        .args(&step.args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(project::root())
+        .status()
+        .with_context(|| format!("running {} {}", step.program, step.args.join(" ")))?;
+    Ok(Outcome {
+        id: step.id,
+        name: step.name,
+        ok: status.success(),
+        code: status.code(),
+        took: t.elapsed(),
+    })
+}
+
+/// The run's times, as ci-times.json holds them.
+fn times_of(outcomes: &[Outcome], cold: bool, base: Option<f64>, total: Duration) -> CiTimes {
+    CiTimes {
+        commit: commit_id(),
+        cold,
+        base_build_seconds: base,
+        steps: outcomes
+            .iter()
+            .map(|o| StepTime {
+                id: o.id.into(),
+                name: o.name.into(),
+                seconds: o.took.as_secs_f64(),
+                ok: o.ok,
+            })
+            .collect(),
+        total_seconds: total.as_secs_f64(),
+    }
+}
+
+/// Writes the run's times, prints the cold run's projection on the
+/// slowest machine, and with `record` puts the run on record.
+fn report_times(cache: &Path, times: &CiTimes, record: bool) -> Result<()> {
+    let path = ci_times::write(&project::new_run_dir(cache, "ci")?, times)?;
+    println!("times: {}", path.display());
+    let on_record = project::root().join(ci_times::COLD_RECORD);
+    if record {
+        ci_times::record(times, &on_record)?;
+        println!("recorded as the cold run: {}", on_record.display());
+    }
+    match ci_times::read(&on_record) {
+        Ok(cold) => {
+            let p = ci_times::project(&cold, times)?;
+            let base = cold.base_build_seconds.unwrap_or_default();
+            println!("{}", ci_times::projection_text(&p, base));
+        }
+        Err(e) => println!("no cold run on record to project from ({e:#})"),
+    }
+    Ok(())
 }
 
 fn summary(outcomes: &[Outcome], total: Duration) -> String {
@@ -516,6 +580,7 @@ mod tests {
             no_faults: false,
             cache_dir: None,
             step: vec![],
+            record_times: false,
         }
     }
 
@@ -581,6 +646,7 @@ mod tests {
             no_faults: true,
             cache_dir: Some("/c".into()),
             step: vec![],
+            record_times: false,
         };
         let s = steps(&a, "/x/xtask");
         assert!(s
@@ -737,12 +803,14 @@ mod tests {
     fn summary_table() {
         let o = vec![
             Outcome {
+                id: "fmt",
                 name: "fmt",
                 ok: true,
                 code: Some(0),
                 took: Duration::from_secs(2),
             },
             Outcome {
+                id: "kselftest-debug",
                 name: "kselftest patched/adaptive-debug",
                 ok: false,
                 code: Some(1),

@@ -8,7 +8,7 @@
 //! judge broke) and errors (the host failed) are not counted and fail the
 //! run. The table per patch, the kill rate and every survivor's diff at
 //! the end; with `--sample`, each mutant held to the tests its
-//! CI_SAMPLE line names.
+//! CI_SAMPLE line names. `--debug` builds and judges debug kernels.
 
 use std::collections::HashMap;
 use std::fs;
@@ -206,7 +206,7 @@ fn control(
     let specs = kernel::specs_for(
         &claims,
         series,
-        (KernelConfig::Lean, false),
+        (KernelConfig::Lean, args.debug),
         &ExtraConfig::default(),
     )?;
     let manifest = kernel::build(source, &specs)?;
@@ -230,10 +230,13 @@ fn control(
 
 /// What besides the mutated series keys an outcome in the ledger: the
 /// tests, the guest image and the kernels' configuration (a change to any
-/// of them can change an outcome), and for the fuzzer its host side, its
-/// seed and budget.
+/// of them can change an outcome), whether the kernels are debug ones,
+/// and for the fuzzer its host side, its seed and budget.
 fn tests_key(args: &MutantsArgs, source: &SourceConfig) -> Result<String> {
-    let tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
+    let mut tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
+    if args.debug {
+        tests.push_str(" debug");
+    }
     if args.judge == MutantJudge::Plan {
         return Ok(tests);
     }
@@ -350,7 +353,8 @@ fn run_one(
     let path = run_dir.join(format!("{}.patch", m.id));
     fs::write(&path, mutated).with_context(|| format!("writing {}", path.display()))?;
     let mutant_series = series.with_replaced(m.patch, &path, MUTANT_VARIANT)?;
-    let built = match kernel::build_series(source, mutant_series, KernelConfig::Lean) {
+    let built = match kernel::build_series(source, mutant_series, (KernelConfig::Lean, args.debug))
+    {
         Ok(k) => k,
         Err(e) => {
             let error = format!("{e:#}");
@@ -377,7 +381,7 @@ fn judge_kernel(
         source: args.source.clone(),
         vm: VmArgs {
             kernels: vec![bzimage.to_string_lossy().into_owned()],
-            debug: false,
+            debug: args.debug,
             kernel_config: KernelConfig::Lean,
             config: Vec::new(),
             accel: args.accel,
@@ -414,7 +418,7 @@ fn fuzz_mutant(
         kernels: vec![bzimage.to_string_lossy().into_owned()],
         config: KernelConfig::Lean,
         extra_config: Vec::new(),
-        debug: false,
+        debug: args.debug,
         accel: args.accel,
         claim: claim.to_string(),
         timeout: None,

@@ -285,7 +285,9 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path, tag: &str) -> Result<()> {
             last_lines(&text, 25)
         );
     }
-    progress::record(&req.build_dir, counter.poll())?;
+    let counted = counter.poll();
+    progress::record(&req.build_dir, counted)?;
+    progress::record_time(&req.build_dir, started.elapsed(), counted)?;
     crate::status!(req.name, "built in {:.0?}", started.elapsed());
     Ok(())
 }

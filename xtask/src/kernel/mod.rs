@@ -245,7 +245,7 @@ pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manife
 pub fn build_series(
     args: &SourceConfig,
     series: Series,
-    config: KernelConfig,
+    (config, debug): (KernelConfig, bool),
 ) -> Result<KernelInfo> {
     let Opened {
         series,
@@ -257,7 +257,7 @@ pub fn build_series(
     let spec = KernelSpec {
         flavor: Flavor::Variant(series.whole().name.clone()),
         config,
-        debug: false,
+        debug,
         extra: ExtraConfig::default(),
     };
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);

@@ -107,6 +107,17 @@ pub fn record(build_dir: &Path, counted: usize) -> anyhow::Result<()> {
     write_atomic(&build_dir.join(COUNT_STAMP), format!("{n}\n").as_bytes())
 }
 
+/// Where a build leaves how long it took and how many objects it
+/// compiled (`517 3085`): `ci` reads the base kernel's as the machine's
+/// speed.
+pub const BUILD_SECONDS_STAMP: &str = ".bpflab-build-seconds";
+
+/// Records a successful build's time and the objects it compiled.
+pub fn record_time(build_dir: &Path, took: Duration, counted: usize) -> anyhow::Result<()> {
+    let text = format!("{} {counted}\n", took.as_secs());
+    write_atomic(&build_dir.join(BUILD_SECONDS_STAMP), text.as_bytes())
+}
+
 /// How far along, in percent; 99 at most until the build has ended.
 pub fn percent(done: usize, expected: usize) -> u32 {
     (done.saturating_mul(100) / expected.max(1)).min(99) as u32
