@@ -57,6 +57,9 @@ pub enum Command {
     /// mappings on every kernel, each checked against a model; a
     /// divergence gives a shrunk reproducer.
     Fuzz(FuzzArgs),
+    /// What the kernel cache holds, by part, with sizes; `--prune` takes
+    /// out old runs and the trees of kernels the series no longer names.
+    Cache(CacheArgs),
 }
 
 /// Where the kernel comes from and where builds are kept; shared by every
@@ -508,6 +511,32 @@ pub struct CiArgs {
     /// on an empty kernel cache.
     #[arg(long)]
     pub record_times: bool,
+    /// After the steps, trim the cache (as `cache --prune`) to this size
+    /// (`20G`), the oldest runs first, this run's kept.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_cap: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CacheArgs {
+    /// The cache (default: $BPFLAB_CACHE, else ~/.cache/bpflab).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The series whose kernels `--prune` keeps (with base and mutant).
+    #[arg(long, value_name = "DIR", default_value_os_t = project::root().join("patches"))]
+    pub patches: PathBuf,
+    /// Remove run directories older than `--runs-older-than` and the
+    /// trees and builds of kernels the series no longer names.
+    #[arg(long)]
+    pub prune: bool,
+    /// With `--prune`: the age, in days, past which a run's directory goes.
+    #[arg(long, value_name = "DAYS", default_value = "7")]
+    pub runs_older_than: u64,
+    /// The size the cache should stay under (`20G`): `--prune` then also
+    /// removes the oldest runs until it is, and the command exits 1 when
+    /// the cache is over it.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_cap: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]

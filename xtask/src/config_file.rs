@@ -37,6 +37,8 @@ pub struct ConfigFile {
     qemu_args: Option<Vec<String>>,
     /// Kconfig fragments of the developer's own (`--config`).
     config: Option<Vec<PathBuf>>,
+    /// The size `ci` and `cache --prune` trim the cache to (`20G`).
+    cache_cap: Option<String>,
 }
 
 impl ConfigFile {
@@ -81,6 +83,10 @@ impl ConfigFile {
             self.cache_dir.as_ref().map(|p| one("cache-dir", path(p))),
         );
         push("jobs", self.jobs.map(|n| one("jobs", n.to_string())));
+        push(
+            "cache_cap",
+            self.cache_cap.clone().map(|c| one("cache-cap", c)),
+        );
         push(
             "kernels",
             self.kernels.as_ref().map(|k| one("kernel", k.join(","))),
@@ -182,6 +188,17 @@ append = ["nokaslr", "loglevel=7"]
 qemu_args = ["-device", "virtio-rng-pci"]
 share = "9p"
 "#;
+
+    #[test]
+    fn the_cache_cap_goes_to_ci_and_cache_alone() {
+        let cap = "cache_cap = \"20G\"\n";
+        assert_eq!(with(cap, "x ci"), "x ci --cache-cap 20G");
+        assert_eq!(
+            with(cap, "x cache --prune"),
+            "x cache --cache-cap 20G --prune"
+        );
+        assert_eq!(with(cap, "x vmtest"), "x vmtest");
+    }
 
     #[test]
     fn defaults_go_after_the_subcommand_for_the_flags_it_takes() {

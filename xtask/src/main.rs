@@ -2,7 +2,7 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
-//! bench, ci, fresh_root, mutants, fuzz) are thin; the work is in the layers below them:
+//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the work is in the layers below them:
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
 //! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
 //! proof) and `report/` (what the guest said, and what the user reads).
@@ -60,6 +60,7 @@ fn main() -> std::process::ExitCode {
         Command::FreshRoot(args) => commands::fresh_root::run(args),
         Command::Mutants(args) => commands::mutants::run(args),
         Command::Fuzz(args) => commands::fuzz::run(args),
+        Command::Cache(args) => commands::cache::run(args),
     };
     match result {
         Ok(code) => code,

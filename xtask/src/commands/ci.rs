@@ -9,6 +9,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::ci_times::{self, CiTimes, StepTime};
 use crate::cli::CiArgs;
+use crate::kernel::series::Series;
+use crate::kernel::usage::{self, human};
 use crate::{hostdeps, project};
 
 /// One CI step: a stable id (`--step`, the workflow's matrix), a name
@@ -426,6 +428,11 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         bail!("--record-times records a whole run: drop --step, --no-debug and --no-faults");
     }
     let cache = project::cache_dir(args.cache_dir.as_deref())?;
+    let cap = args
+        .cache_cap
+        .as_deref()
+        .map(usage::parse_size)
+        .transpose()?;
     let cold = ci_times::cache_is_cold(&cache);
     // Host tools first: a missing one fails here, before any long step.
     let env = tools_for(&selected, args.cache_dir.as_deref())?;
@@ -470,7 +477,11 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         .then(|| ci_times::base_build_seconds(&cache, started_at))
         .flatten();
     let times = times_of(&outcomes, cold, base, started.elapsed());
-    report_times(&cache, &times, args.record_times)?;
+    let run_dir = project::new_run_dir(&cache, "ci")?;
+    report_times(&run_dir, &times, args.record_times)?;
+    if let Some(cap) = cap {
+        trim_cache(&cache, cap, &run_dir)?;
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -525,8 +536,8 @@ fn times_of(outcomes: &[Outcome], cold: bool, base: Option<f64>, total: Duration
 
 /// Writes the run's times, prints the cold run's projection on the
 /// slowest machine, and with `record` puts the run on record.
-fn report_times(cache: &Path, times: &CiTimes, record: bool) -> Result<()> {
-    let path = ci_times::write(&project::new_run_dir(cache, "ci")?, times)?;
+fn report_times(run_dir: &Path, times: &CiTimes, record: bool) -> Result<()> {
+    let path = ci_times::write(run_dir, times)?;
     println!("times: {}", path.display());
     let on_record = project::root().join(ci_times::COLD_RECORD);
     if record {
@@ -540,6 +551,38 @@ fn report_times(cache: &Path, times: &CiTimes, record: bool) -> Result<()> {
             println!("{}", ci_times::projection_text(&p, base));
         }
         Err(e) => println!("no cold run on record to project from ({e:#})"),
+    }
+    Ok(())
+}
+
+/// The cache trimmed to `cap` as `cache --prune --cache-cap` does, this
+/// run's directory kept; a cache still over it is named, not failed.
+fn trim_cache(cache: &Path, cap: u64, run_dir: &Path) -> Result<()> {
+    let series = Series::load(&project::root().join("patches"))?;
+    let week = Duration::from_secs(7 * 86400);
+    let t = usage::trim(cache, &series.variant_names(), week, Some(cap), run_dir)?;
+    for p in &t.removed {
+        println!("cache cap: removed {}", p.display());
+    }
+    let total = t.total();
+    println!(
+        "cache: {} of a {} cap after trimming ({} freed)",
+        human(total),
+        human(cap),
+        human(t.freed)
+    );
+    if total > cap {
+        let mut parts = t.parts;
+        parts.sort_by_key(|p| std::cmp::Reverse(p.bytes));
+        let big: Vec<String> = parts
+            .iter()
+            .take(3)
+            .map(|p| format!("{} {}", p.name, human(p.bytes)))
+            .collect();
+        println!(
+            "WARNING: the cache stays over its cap in what ci builds and uses (largest: {}); raise cache_cap in bpflab.toml",
+            big.join(", ")
+        );
     }
     Ok(())
 }
@@ -581,6 +624,7 @@ mod tests {
             cache_dir: None,
             step: vec![],
             record_times: false,
+            cache_cap: None,
         }
     }
 
@@ -647,6 +691,7 @@ mod tests {
             cache_dir: Some("/c".into()),
             step: vec![],
             record_times: false,
+            cache_cap: None,
         };
         let s = steps(&a, "/x/xtask");
         assert!(s

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod build_kernel;
 pub mod bundle;
+pub mod cache;
 pub mod check_patches;
 pub mod ci;
 pub mod fresh_root;

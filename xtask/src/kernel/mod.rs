@@ -14,6 +14,7 @@ pub mod mirror;
 pub mod progress;
 pub mod series;
 pub mod source;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

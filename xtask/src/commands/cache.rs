@@ -1,0 +1,81 @@
+//! `cargo xtask cache`: what the kernel cache holds, part by part, and
+//! with `--prune` the old runs and the trees of kernels the series no
+//! longer names taken out, down to `--cache-cap` (`kernel::usage`).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::cli::CacheArgs;
+use crate::kernel::series::Series;
+use crate::kernel::usage::{self, human, Part};
+use crate::project;
+
+pub fn run(args: CacheArgs) -> Result<ExitCode> {
+    let root = project::cache_dir(args.cache_dir.as_deref())?;
+    if !root.is_dir() {
+        println!("{}: no cache yet (nothing built)", root.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cap = args
+        .cache_cap
+        .as_deref()
+        .map(usage::parse_size)
+        .transpose()?;
+    let parts = if args.prune {
+        let series = Series::load(&args.patches)?;
+        let age = Duration::from_secs(args.runs_older_than * 86400);
+        let t = usage::trim(&root, &series.variant_names(), age, cap, Path::new(""))?;
+        for p in &t.removed {
+            println!("removed {}", p.display());
+        }
+        println!(
+            "pruned {} director(ies), {} freed\n",
+            t.removed.len(),
+            human(t.freed)
+        );
+        t.parts
+    } else {
+        usage::usage(&root)
+    };
+    print!("{}", table(&parts, &root));
+    let total: u64 = parts.iter().map(|p| p.bytes).sum();
+    if let Some(free) = usage::free_bytes(&root) {
+        println!("free on its disk: {}", human(free));
+    }
+    Ok(match cap {
+        Some(cap) if total > cap => {
+            println!(
+                "over the cap of {}: {} ({})",
+                human(cap),
+                human(total),
+                if args.prune {
+                    "what is left is in use; raise the cap or remove a kernel's build"
+                } else {
+                    "run `cargo xtask cache --prune`"
+                }
+            );
+            ExitCode::from(project::EXIT_TESTS_FAILED)
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// The parts, their sizes and the total.
+pub fn table(parts: &[Part], root: &Path) -> String {
+    let w = parts.iter().map(|p| p.name.len()).max().unwrap_or(0).max(8);
+    let mut out = format!("{:<w$} {:>7}\n", "part", "size");
+    for p in parts {
+        out += &format!("{:<w$} {:>7}\n", p.name, human(p.bytes));
+    }
+    let total: u64 = parts.iter().map(|p| p.bytes).sum();
+    out += &format!(
+        "{:<w$} {:>7}  ({})\n",
+        "total",
+        human(total),
+        root.display()
+    );
+    out
+}
