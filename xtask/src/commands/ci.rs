@@ -580,7 +580,7 @@ fn trim_cache(cache: &Path, cap: u64, run_dir: &Path) -> Result<()> {
             .map(|p| format!("{} {}", p.name, human(p.bytes)))
             .collect();
         println!(
-            "WARNING: the cache stays over its cap in what ci builds and uses (largest: {}); raise cache_cap in bpflab.toml",
+            "WARNING: the cache stays over its cap, with nothing left to prune (largest: {}); raise cache_cap in bpflab.toml",
             big.join(", ")
         );
     }
