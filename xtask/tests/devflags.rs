@@ -281,6 +281,25 @@ fn printed_gdb_command(stderr: &mpsc::Receiver<String>) -> String {
     panic!("no gdb command printed:\n{}", seen.join("\n"));
 }
 
+/// Runs the printed gdb command in batch: break in the fault handler,
+/// continue, a backtrace and a helper, detach; gdb's output.
+fn gdb_session(attach: &str) -> String {
+    let session = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{attach} -batch -ex 'break array_map_mmap_fault' -ex continue -ex bt \
+             -ex lx-version -ex 'delete' -ex detach"
+        ))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&session.stdout),
+        String::from_utf8_lossy(&session.stderr)
+    )
+}
+
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn gdb_stops_in_the_fault_handler_with_a_backtrace_and_the_helpers() {
@@ -325,19 +344,12 @@ fn gdb_stops_in_the_fault_handler_with_a_backtrace_and_the_helpers() {
     });
     let attach = printed_gdb_command(&rx);
     assert!(attach.contains("vmlinux") && attach.contains("add-auto-load-safe-path"));
-    let session = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "{attach} -batch -ex 'break array_map_mmap_fault' -ex continue -ex bt \
-             -ex lx-version -ex 'delete' -ex detach"
-        ))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let gdb = format!(
-        "{}{}",
-        String::from_utf8_lossy(&session.stdout),
-        String::from_utf8_lossy(&session.stderr)
+    let gdb = gdb_session(&attach);
+    // gdb gone without the breakpoint leaves the guest stopped for good:
+    // say what gdb said now rather than wait out the deadline.
+    assert!(
+        gdb.contains("Breakpoint 1, array_map_mmap_fault"),
+        "the breakpoint was not hit:\n{gdb}"
     );
     let code = wait_with_deadline(&mut xt.0, Duration::from_secs(600));
     let (stderr, stdout) = (relay.join().unwrap(), out.join().unwrap());

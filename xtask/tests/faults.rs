@@ -477,6 +477,23 @@ fn tempdir(name: &str) -> PathBuf {
     d
 }
 
+/// The one source directory in a cache.
+fn only_source(cache: &Path) -> PathBuf {
+    fs::read_dir(cache.join("sources"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+/// The error line of a failed run, which must have exactly one.
+fn the_error_line(out: &str) -> &str {
+    let err: Vec<&str> = out.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(err.len(), 1, "one error line: {out}");
+    err[0]
+}
+
 #[test]
 #[ignore = "unpacks the kernel source: run by cargo xtask ci"]
 fn patch_that_does_not_apply_is_named_and_nothing_is_applied() {
@@ -512,17 +529,11 @@ fn patch_that_does_not_apply_is_named_and_nothing_is_applied() {
         cache.to_str().unwrap(),
     ]);
     assert_eq!(code, SETUP_FAILED, "{out}");
-    let err: Vec<&str> = out.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(err.len(), 1, "one error line: {out}");
+    let err = [the_error_line(&out)];
     assert!(err[0].contains(name), "{out}");
     assert!(err[0].contains("kernel/bpf/syscall.c"), "{out}");
     // Nothing half-applied: every file the series touches is pristine.
-    let src = fs::read_dir(cache.join("sources"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let src = only_source(&cache);
     for f in [
         "include/linux/bpf.h",
         "kernel/bpf/arraymap.c",
@@ -1135,4 +1146,76 @@ fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
     let miss = format!("FAIL: {}: {id} was killed by {killer} (", file.display());
     assert!(text.contains(&miss), "{miss}: {text}");
     assert!(text.contains(&format!("its line names {other}")), "{text}");
+}
+
+/// A tmpfs of `size` mounted on `dir`, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(
+            ok,
+            "mounting a tmpfs on {} (this test needs root)",
+            dir.display()
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+
+    fn resize(&self, size: &str) {
+        let ok = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "resizing the tmpfs on {}", self.0.display());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: a git the patch checks left running in the background
+        // (its auto gc) may hold it a moment longer.
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+#[ignore = "mounts a tmpfs and unpacks the kernel source twice: run by cargo xtask ci"]
+fn a_full_cache_is_one_line_and_the_next_run_with_space_recovers() {
+    let t = tempdir("fullcache");
+    let cache = t.join("cache");
+    fs::create_dir_all(&cache).unwrap();
+    let fs_ = Tmpfs::mount(&cache, "300m");
+    let dir = cache.to_str().unwrap();
+    // The source (1.6 GB unpacked) fills it while it unpacks.
+    let (code, out) = run(&["build-kernel", "--kernel", "base", "--cache-dir", dir]);
+    assert_eq!(code, SETUP_FAILED, "{out}");
+    let err = [the_error_line(&out)];
+    let want = format!("error: the kernel cache {dir} is out of space (");
+    assert!(err[0].starts_with(&want), "{out}");
+    assert!(err[0].contains("free on its disk"), "{out}");
+    assert!(err[0].contains("`cargo xtask cache --prune`"), "{out}");
+    let src = only_source(&cache);
+    assert!(
+        !src.join("pristine").exists(),
+        "a half-unpacked tree was put in place as complete"
+    );
+    // With space, the next run redoes the tree, without --fresh, and the
+    // patch checks (a mirror, the series applied, objects built) pass on it.
+    fs_.resize("6g");
+    let (code, out) = run(&["check-patches", "--cache-dir", dir]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("removing a half-unpacked tree left by an interrupted run"),
+        "{out}"
+    );
+    drop(fs_);
+    fs::remove_dir_all(t).unwrap();
 }

@@ -211,6 +211,10 @@ pub fn build(args: &SourceConfig, specs: &[KernelSpec]) -> Result<Manifest> {
 /// Like `build`, and also hands back the cache, still locked, so the
 /// caller can take what it needs before another run may rebuild it.
 pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
+    build_specs(args, specs).map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
+}
+
+fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
     let started = Instant::now();
     let Opened {
         source,
@@ -244,6 +248,14 @@ pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manife
 /// variant, so it rebuilds incrementally from the last one. The cache's
 /// manifest is left alone: it lists the project's kernels.
 pub fn build_series(
+    args: &SourceConfig,
+    series: Series,
+    config: (KernelConfig, bool),
+) -> Result<KernelInfo> {
+    build_one_series(args, series, config).map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
+}
+
+fn build_one_series(
     args: &SourceConfig,
     series: Series,
     (config, debug): (KernelConfig, bool),
@@ -331,6 +343,10 @@ struct Opened {
 
 /// `series`, or the one `args.patches` holds.
 fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
+    open_source(args, series).map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
+}
+
+fn open_source(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
     let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
     let series = match series {
         Some(s) => s,

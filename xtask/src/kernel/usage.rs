@@ -293,6 +293,36 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_bavail * st.f_frsize)
 }
 
+/// Whether `err` comes of a full disk: an I/O error of that kind in its
+/// chain, or the C library's words for it in its text (a make's log).
+pub fn is_disk_full(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::StorageFull)
+    }) || format!("{err:#}").contains("No space left on device")
+}
+
+/// Under this, a disk is full to the tools that failed on it (tar and
+/// make print their ENOSPC to the terminal, not into the error).
+const NEARLY_FULL: u64 = 64 << 20;
+
+/// `err` as one line naming the cache, its free space and the fix when
+/// it comes of a full disk; otherwise `err` as it is. What the failed
+/// step left half-written is redone by the next run, as after a kill.
+pub fn explain_disk_full(cache: &Path, err: anyhow::Error) -> anyhow::Error {
+    let free = free_bytes(cache);
+    if !is_disk_full(&err) && free.is_none_or(|f| f >= NEARLY_FULL) {
+        return err;
+    }
+    let what = format!("{err:#}");
+    let what = what.lines().next().unwrap_or_default();
+    anyhow::anyhow!(
+        "the kernel cache {} is out of space ({} free on its disk; {what}): free some with `cargo xtask cache --prune`, or give --cache-dir a larger disk",
+        cache.display(),
+        free.map_or_else(|| "unknown".to_string(), human),
+    )
+}
+
 /// `1.4G`, `345M`, `12K`: as `du -h` prints, one decimal under ten.
 pub fn human(bytes: u64) -> String {
     let units = ["B", "K", "M", "G", "T"];
@@ -430,6 +460,36 @@ mod tests {
         let e = parse_size("lots").unwrap_err().to_string();
         assert!(e.contains("give a size such as 20G"), "{e}");
         assert!(parse_size("0G").is_err());
+    }
+
+    #[test]
+    fn a_full_disk_is_one_line_naming_the_cache_and_the_fix() {
+        let io = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let err = anyhow::Error::new(io).context("writing linux/kernel/bpf/arraymap.c");
+        let line = explain_disk_full(Path::new("/tmp"), err).to_string();
+        assert!(
+            line.starts_with("the kernel cache /tmp is out of space ("),
+            "{line}"
+        );
+        assert!(
+            line.contains("free on its disk; writing linux/kernel/bpf/arraymap.c: "),
+            "{line}"
+        );
+        assert!(
+            line.contains("): free some with `cargo xtask cache --prune`"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
+        // make's failure, with the compiler's words in the log's tail.
+        let make =
+            anyhow::anyhow!("building the base kernel failed\nfoo.o: No space left on device");
+        assert!(is_disk_full(&make));
+        let other = anyhow::anyhow!("building the base kernel failed\nerror: expected ';'");
+        let kept = explain_disk_full(Path::new("/tmp"), other).to_string();
+        assert!(
+            kept.starts_with("building the base kernel failed"),
+            "{kept}"
+        );
     }
 
     #[test]

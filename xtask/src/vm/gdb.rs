@@ -10,7 +10,14 @@ use anyhow::{bail, Result};
 /// gdb's arguments to debug the kernel `vmlinux` (None: a kernel of the
 /// user's own, whose symbols gdb is not given) at the local `port`.
 pub fn command(vmlinux: Option<&Path>, port: u16) -> Vec<String> {
-    let mut args = vec!["gdb".to_string(), "-q".to_string()];
+    // The command is printed before QEMU listens, and a busy host can
+    // take longer than gdb's default 15 s retry to start it.
+    let mut args = vec![
+        "gdb".to_string(),
+        "-q".to_string(),
+        "-iex".to_string(),
+        "set tcp connect-timeout 120".to_string(),
+    ];
     if let Some(vmlinux) = vmlinux {
         // The tree holds both vmlinux-gdb.py's link and what it leads to.
         let tree = vmlinux
@@ -80,6 +87,8 @@ mod tests {
                 "gdb",
                 "-q",
                 "-iex",
+                "set tcp connect-timeout 120",
+                "-iex",
                 "add-auto-load-safe-path /c/sources/k/patched",
                 "-ex",
                 "file /c/sources/k/patched/_build-default/vmlinux",
@@ -89,13 +98,21 @@ mod tests {
         );
         assert_eq!(
             shell_line(&args),
-            "gdb -q -iex 'add-auto-load-safe-path /c/sources/k/patched' \
+            "gdb -q -iex 'set tcp connect-timeout 120' \
+             -iex 'add-auto-load-safe-path /c/sources/k/patched' \
              -ex 'file /c/sources/k/patched/_build-default/vmlinux' \
              -ex 'target remote localhost:1234'"
         );
         assert_eq!(
             command(None, 9),
-            ["gdb", "-q", "-ex", "target remote localhost:9"]
+            [
+                "gdb",
+                "-q",
+                "-iex",
+                "set tcp connect-timeout 120",
+                "-ex",
+                "target remote localhost:9"
+            ]
         );
         assert_eq!(shell_line(&["it's".into()]), r"'it'\''s'");
         let said = announcement(Some(v), 1234);
