@@ -553,7 +553,11 @@ fn report_times(run_dir: &Path, times: &CiTimes, record: bool) -> Result<()> {
             let base = cold.base_build_seconds.unwrap_or_default();
             println!("{}", ci_times::projection_text(&p, base));
         }
-        Err(e) => println!("no cold run on record to project from ({e:#})"),
+        Err(_) if !on_record.exists() => println!(
+            "no cold run on record ({}) to project from: make one with `cargo xtask ci --record-times --cache-dir EMPTY_DIR`",
+            ci_times::COLD_RECORD
+        ),
+        Err(e) => return Err(e),
     }
     Ok(())
 }
