@@ -1202,6 +1202,11 @@ fn a_full_cache_is_one_line_and_the_next_run_with_space_recovers() {
     assert!(err[0].starts_with(&want), "{out}");
     assert!(err[0].contains("free on its disk"), "{out}");
     assert!(err[0].contains("`cargo xtask cache --prune`"), "{out}");
+    assert_eq!(
+        err[0].matches("is out of space").count(),
+        1,
+        "said once: {out}"
+    );
     let src = only_source(&cache);
     assert!(
         !src.join("pristine").exists(),

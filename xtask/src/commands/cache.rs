@@ -40,8 +40,8 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
     } else {
         usage::usage(&root)
     };
-    print!("{}", table(&parts, &root));
-    let total: u64 = parts.iter().map(|p| p.bytes).sum();
+    let total = usage::total(&parts);
+    print!("{}", table(&parts, total, &root));
     if let Some(free) = usage::free_bytes(&root) {
         println!("free on its disk: {}", human(free));
     }
@@ -64,13 +64,12 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
 }
 
 /// The parts, their sizes and the total.
-pub fn table(parts: &[Part], root: &Path) -> String {
+fn table(parts: &[Part], total: u64, root: &Path) -> String {
     let w = parts.iter().map(|p| p.name.len()).max().unwrap_or(0).max(8);
     let mut out = format!("{:<w$} {:>7}\n", "part", "size");
     for p in parts {
         out += &format!("{:<w$} {:>7}\n", p.name, human(p.bytes));
     }
-    let total: u64 = parts.iter().map(|p| p.bytes).sum();
     out += &format!(
         "{:<w$} {:>7}  ({})\n",
         "total",

@@ -571,7 +571,7 @@ fn trim_cache(cache: &Path, cap: u64, run_dir: &Path) -> Result<()> {
     for p in &t.removed {
         println!("cache cap: removed {}", p.display());
     }
-    let total = t.total();
+    let total = usage::total(&t.parts);
     println!(
         "cache: {} of a {} cap after trimming ({} freed)",
         human(total),

@@ -211,7 +211,7 @@ pub fn build(args: &SourceConfig, specs: &[KernelSpec]) -> Result<Manifest> {
 /// Like `build`, and also hands back the cache, still locked, so the
 /// caller can take what it needs before another run may rebuild it.
 pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
-    build_specs(args, specs).map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
+    in_cache(args, || build_specs(args, specs))
 }
 
 fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
@@ -252,7 +252,7 @@ pub fn build_series(
     series: Series,
     config: (KernelConfig, bool),
 ) -> Result<KernelInfo> {
-    build_one_series(args, series, config).map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
+    in_cache(args, || build_one_series(args, series, config))
 }
 
 fn build_one_series(
@@ -293,6 +293,10 @@ pub struct PreparedTrees {
 }
 
 pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
+    in_cache(args, || prepare_check_trees(args))
+}
+
+fn prepare_check_trees(args: &SourceConfig) -> Result<PreparedTrees> {
     let Opened {
         series,
         cache,
@@ -322,13 +326,22 @@ pub fn with_pristine<T>(
     args: &SourceConfig,
     work: impl FnOnce(&Path, &Path) -> Result<T>,
 ) -> Result<T> {
-    let Opened {
-        cache,
-        key,
-        pristine,
-        ..
-    } = open(args, None)?;
-    work(&pristine, &cache.source_dir(&key))
+    in_cache(args, || {
+        let Opened {
+            cache,
+            key,
+            pristine,
+            ..
+        } = open(args, None)?;
+        work(&pristine, &cache.source_dir(&key))
+    })
+}
+
+/// Runs `work`, which writes into the cache; a failure on a full disk
+/// becomes the one line that says so. Only the public entry points call
+/// it, so an error is explained once.
+fn in_cache<T>(args: &SourceConfig, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    work().map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
 }
 
 /// A source and series ready to work on: the cache locked, the pristine
@@ -343,10 +356,6 @@ struct Opened {
 
 /// `series`, or the one `args.patches` holds.
 fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
-    open_source(args, series).map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
-}
-
-fn open_source(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
     let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
     let series = match series {
         Some(s) => s,

@@ -27,24 +27,31 @@ const ALWAYS_KEPT: &[&str] = &["base", "mutant"];
 /// build directory (`_build-default`, `_build-debug`, `_build-bpfci`) or
 /// is a tree (a top-level Makefile) other than the pristine one.
 fn is_kernel_dir(dir: &Path) -> bool {
-    let name = dir.file_name().unwrap_or_default();
+    let name = name_of(dir);
     name != "pristine"
         && name != "check"
         && (!build_dirs(dir).is_empty() || dir.join("Makefile").is_file())
 }
 
-/// The build directories in a kernel's tree, sorted.
+/// The build directories in a kernel's tree, sorted (as `children` is).
 fn build_dirs(tree: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = children(tree)
+    children(tree)
         .into_iter()
-        .filter(|p| {
-            p.is_dir()
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("_build-"))
-        })
-        .collect();
-    out.sort();
-    out
+        .filter(|p| p.is_dir() && name_of(p).starts_with("_build-"))
+        .collect()
+}
+
+/// The last component of `path`, as text.
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The bytes of all `parts`.
+pub fn total(parts: &[Part]) -> u64 {
+    parts.iter().map(|p| p.bytes).sum()
 }
 
 fn children(dir: &Path) -> Vec<PathBuf> {
@@ -87,20 +94,16 @@ pub fn usage(cache: &Path) -> Vec<Part> {
     // The pristine trees first: the kernels' trees are their hard links.
     let sources = children(&cache.join("sources"));
     for source in &sources {
-        let key = source.file_name().unwrap_or_default().to_string_lossy();
+        let key = name_of(source);
         let pristine = source.join("pristine");
         if pristine.exists() {
             parts.push(part(format!("{key}/pristine"), &pristine, &[], &mut seen));
         }
     }
     for source in &sources {
-        let key = source.file_name().unwrap_or_default().to_string_lossy();
+        let key = name_of(source);
         for dir in children(source) {
-            let name = dir
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
+            let name = name_of(&dir);
             if name == "pristine" {
                 continue;
             }
@@ -111,7 +114,7 @@ pub fn usage(cache: &Path) -> Vec<Part> {
             let builds = build_dirs(&dir);
             parts.push(part(format!("{key}/{name} tree"), &dir, &builds, &mut seen));
             for b in &builds {
-                let flavor = b.file_name().unwrap_or_default().to_string_lossy();
+                let flavor = name_of(b);
                 let flavor = flavor.trim_start_matches("_build-");
                 parts.push(part(
                     format!("{key}/{name} build {flavor}"),
@@ -123,14 +126,10 @@ pub fn usage(cache: &Path) -> Vec<Part> {
         }
     }
     for dir in children(cache) {
-        if dir.file_name().is_some_and(|n| n == "sources") {
+        let name = name_of(&dir);
+        if name == "sources" {
             continue;
         }
-        let name = dir
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
         parts.push(part(name, &dir, &[], &mut seen));
     }
     parts
@@ -164,7 +163,7 @@ pub fn prune_list(
         .collect();
     for source in children(&cache.join("sources")) {
         out.extend(children(&source).into_iter().filter(|d| {
-            let name = d.file_name().unwrap_or_default().to_string_lossy();
+            let name = name_of(d);
             is_kernel_dir(d) && !kernels.contains(&&*name) && !ALWAYS_KEPT.contains(&&*name)
         }));
     }
@@ -234,12 +233,6 @@ pub struct Trimmed {
     pub parts: Vec<Part>,
 }
 
-impl Trimmed {
-    pub fn total(&self) -> u64 {
-        self.parts.iter().map(|p| p.bytes).sum()
-    }
-}
-
 /// Trims the cache under its lock: the kernels `kernels` no longer names,
 /// runs older than `runs_older_than`, and with a `cap` the oldest other
 /// runs until the cache is under it (`keep`, the running one, aside).
@@ -255,7 +248,7 @@ pub fn trim(
     let mut list = prune_list(cache, kernels, runs_older_than, SystemTime::now());
     list.retain(|p| p != keep);
     if let Some(cap) = cap {
-        let total = usage(cache).iter().map(|p| p.bytes).sum();
+        let total = total(&usage(cache));
         let capped = cap_list(cache, total, cap, &list, keep);
         list.extend(
             capped
@@ -396,7 +389,7 @@ mod tests {
         assert!(bytes_of(&parts, "ccache") >= 16 << 10);
         // Every inode in one part: the parts and the directories walked
         // through (the root, sources, the source) make the whole.
-        let sum: u64 = parts.iter().map(|p| p.bytes).sum();
+        let sum = total(&parts);
         let dir = |p: PathBuf| fs::metadata(p).unwrap().blocks() * 512;
         let walked = dir(c.0.clone()) + dir(c.0.join("sources")) + dir(c.0.join("sources/linux-1"));
         assert_eq!(sum + walked, disk_bytes(&c.0, &[], &mut HashSet::new()));
@@ -438,7 +431,7 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let total: u64 = usage(&c.0).iter().map(|p| p.bytes).sum();
+        let total = total(&usage(&c.0));
         let stale = [c.0.join("sources/linux-1/gone")];
         let keep = c.0.join("runs/ci-3");
         assert!(cap_list(&c.0, total, total, &stale, &keep).is_empty());
