@@ -34,6 +34,8 @@ type XtStep<'a> = dyn Fn(&'static str, &'static str, &[&str]) -> Step + 'a;
 /// The steps, as data: cheap checks first, so a formatting slip fails in
 /// seconds rather than after the kernel builds.
 pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
+    // --step may name a debug kernel's step: the workflow's jobs do.
+    let debug = args.debug || !args.step.is_empty();
     let cache: Vec<String> = args
         .cache_dir
         .iter()
@@ -50,9 +52,9 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             .collect(),
     };
     let mut steps = checks(&xt);
-    steps.extend(builds(args, &xt));
-    steps.extend(suites(args, &xt));
-    steps.extend(fuzzing(args, &xt));
+    steps.extend(builds(debug, &xt));
+    steps.extend(suites(debug, &xt));
+    steps.extend(fuzzing(debug, &xt));
     if !args.no_faults {
         steps.push(booting_tests("faults", "fault tests", "faults"));
     }
@@ -120,13 +122,13 @@ fn checks(xt: &XtStep) -> Vec<Step> {
 }
 
 /// The kernels and test_progs.
-fn builds(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
+fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![xt(
         "build",
         "build base and every variant",
         &["build-kernel", "--kernel", "all"],
     )];
-    if !args.no_debug {
+    if debug {
         steps.push(xt(
             "build-debug",
             "build patched/adaptive-debug",
@@ -148,7 +150,7 @@ const FUZZ_SECONDS: &str = "60";
 
 /// The fuzzer on every kernel, then on the debug kernels, with a seed of
 /// the commit's, so a failing run is repeated by its commit.
-fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
+fn fuzzing(debug: bool, xt: &XtStep) -> Vec<Step> {
     let seed = commit_seed().map(|s| s.to_string());
     let fuzz = |id, name, kernels: &str, debug: bool| {
         let mut a = vec![
@@ -169,7 +171,7 @@ fn fuzzing(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
         xt(id, name, &a)
     };
     let mut steps = vec![fuzz("fuzz", "fuzz base and every variant", "all", false)];
-    if !args.no_debug {
+    if debug {
         steps.push(fuzz(
             "fuzz-debug",
             "fuzz patched/adaptive-debug",
@@ -216,7 +218,7 @@ const KSELFTEST_VMS: &str = "2";
 
 /// The suites on the built kernels: vmtest, then the BPF tree's own
 /// test_progs, each per kernel, the debug kernel last.
-fn suites(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
+fn suites(debug: bool, xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
         xt(
             "vmtest-base",
@@ -244,7 +246,7 @@ fn suites(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
             &["vmtest", "--kernel", "adaptive"],
         ),
     ];
-    if !args.no_debug {
+    if debug {
         steps.push(xt(
             "vmtest-debug",
             "vmtest patched-debug",
@@ -269,7 +271,7 @@ fn suites(args: &CiArgs, xt: &XtStep) -> Vec<Step> {
             KSELFTEST_VMS,
         ],
     ));
-    if !args.no_debug {
+    if debug {
         steps.push(xt(
             "kselftest-debug",
             "kselftest adaptive-debug",
@@ -424,8 +426,8 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     let started_at = SystemTime::now();
     let xtask = std::env::current_exe().context("finding the xtask binary")?;
     let selected = select(steps(&args, &xtask.display().to_string()), &args.step)?;
-    if args.record_times && (!args.step.is_empty() || args.no_debug || args.no_faults) {
-        bail!("--record-times records a whole run: drop --step, --no-debug and --no-faults");
+    if args.record_times && (!args.step.is_empty() || args.debug || args.no_faults) {
+        bail!("--record-times records the run .ci/run makes: drop --step, --debug and --no-faults");
     }
     let cache = project::cache_dir(args.cache_dir.as_deref())?;
     let cap = args
@@ -626,7 +628,7 @@ mod tests {
 
     fn args() -> CiArgs {
         CiArgs {
-            no_debug: false,
+            debug: false,
             no_faults: false,
             cache_dir: None,
             step: vec![],
@@ -657,12 +659,31 @@ mod tests {
         ids
     }
 
+    /// The steps with the debug kernels', as the workflow runs them.
+    fn every_step() -> Vec<Step> {
+        steps(
+            &CiArgs {
+                debug: true,
+                ..args()
+            },
+            "/x/xtask",
+        )
+    }
+
     fn ids(steps: &[Step]) -> Vec<&'static str> {
         steps.iter().map(|s| s.id).collect()
     }
 
+    const DEBUG_STEPS: [&str; 5] = [
+        "build-debug",
+        "vmtest-debug",
+        "vmtest-adaptive-debug",
+        "kselftest-debug",
+        "fuzz-debug",
+    ];
+
     #[test]
-    fn cheap_checks_come_first_and_everything_runs() {
+    fn cheap_checks_come_first_and_the_lean_kernels_run_everything() {
         let s = steps(&args(), "/x/xtask");
         assert_eq!(
             &ids(&s)[..5],
@@ -670,19 +691,25 @@ mod tests {
         );
         for n in [
             "build",
-            "build-debug",
+            "kselftest-build",
             "vmtest-base",
             "vmtest-patched",
             "vmtest-direct",
             "vmtest-prefault",
             "vmtest-adaptive",
-            "vmtest-debug",
-            "vmtest-adaptive-debug",
+            "kselftest",
+            "mutants",
+            "fuzz",
             "faults",
             "share",
+            "devflags",
             "bench",
         ] {
             assert!(ids(&s).contains(&n), "missing step {n}: {:?}", ids(&s));
+        }
+        // The debug kernels' cold build is more than a cold run can spare.
+        for n in DEBUG_STEPS {
+            assert!(!ids(&s).contains(&n), "{n} runs without --debug");
         }
         let clippy = &s[1];
         assert!(clippy
@@ -691,19 +718,36 @@ mod tests {
     }
 
     #[test]
+    fn debug_adds_the_debug_kernels_steps_and_step_can_name_them() {
+        let lean = steps(&args(), "/x/xtask");
+        let with = steps(
+            &CiArgs {
+                debug: true,
+                ..args()
+            },
+            "/x/xtask",
+        );
+        assert_eq!(with.len(), lean.len() + DEBUG_STEPS.len());
+        for n in DEBUG_STEPS {
+            assert!(ids(&with).contains(&n), "--debug lacks {n}");
+        }
+        let named = CiArgs {
+            step: vec!["kselftest-debug".into()],
+            ..args()
+        };
+        let picked = select(steps(&named, "/x/xtask"), &named.step).unwrap();
+        assert_eq!(ids(&picked), ["kselftest-debug"]);
+    }
+
+    #[test]
     fn options_drop_steps_and_pass_the_cache() {
         let a = CiArgs {
-            no_debug: true,
             no_faults: true,
             cache_dir: Some("/c".into()),
-            step: vec![],
-            record_times: false,
-            cache_cap: None,
+            ..args()
         };
         let s = steps(&a, "/x/xtask");
-        assert!(s
-            .iter()
-            .all(|s| !s.id.contains("debug") && s.id != "faults"));
+        assert!(s.iter().all(|s| s.id != "faults"));
         let vm = s.iter().find(|s| s.id == "vmtest-patched").unwrap();
         assert_eq!(
             vm.args,
@@ -730,7 +774,7 @@ mod tests {
     fn the_workflow_runs_exactly_the_steps_of_ci() {
         let text = std::fs::read_to_string(project::root().join(WORKFLOW)).unwrap();
         let named = workflow_step_ids(&text);
-        let all = ids(&steps(&args(), "/x/xtask"));
+        let all = ids(&every_step());
         for id in &named {
             assert!(
                 all.contains(&id.as_str()),
@@ -783,7 +827,7 @@ mod tests {
             "the build job makes it"
         );
         assert!(text.contains("uses: actions/upload-artifact@v4\n        with:\n          name: bundle\n          path: bundle\n"));
-        let all = steps(&args(), "/x/xtask");
+        let all = every_step();
         for (job, lines) in jobs(&text) {
             for id in workflow_step_ids(&lines) {
                 let step = all.iter().find(|s| s.id == id).unwrap();
