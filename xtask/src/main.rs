@@ -17,6 +17,7 @@ mod host_noise;
 mod hostdeps;
 mod kernel;
 mod kselftest;
+mod lanes;
 mod leftovers;
 mod mutants;
 mod project;

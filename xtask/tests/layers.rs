@@ -23,6 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fresh_root", &["project", "util"]),
     ("ci_times", &["kernel", "project", "util"]),
     ("host_noise", &[]),
+    ("lanes", &[]),
     ("report", &["project", "util"]),
     ("leftovers", &["project", "util"]),
     ("project", &[]),

