@@ -84,15 +84,38 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
         steps.extend(debug_suites(&xt));
     }
     if !args.no_faults {
-        steps.push(booting_tests("faults", "fault tests", "faults"));
+        let mut faults = booting_tests("faults", "fault tests (builds and the cache)", "faults");
+        faults.args.push("--exact".into());
+        for name in GUEST_FAULTS {
+            faults.args.extend(["--skip".into(), name.into()]);
+        }
+        steps.push(faults);
     }
     steps
 }
 
-/// The suites of the lean kernels, in two lanes: the building lane
-/// (mutants, fuzz, share and developer-flag tests, about 16 minutes here)
-/// beside the booting lane (vmtest per kernel, the BPF tree's selftests
-/// and the bench, about 6).
+/// The fault tests that only boot the kernels the build step made (a
+/// guest that panics, freezes, hangs or floods its console, a test that
+/// hangs or fails, QEMU killed): the booting lane runs them. The others
+/// build, make base stale, kill builds and hold the cache's lock on
+/// purpose, so they run alone, after both lanes.
+const GUEST_FAULTS: [&str; 10] = [
+    "guest_panic_is_a_vm_failure",
+    "kernel_crash_mid_plan_keeps_every_result",
+    "guest_that_stops_responding_mid_plan_is_handled_like_a_crash",
+    "a_hanging_test_costs_its_own_timeout_and_fail_fast_stops_the_run",
+    "hung_guest_is_killed_at_the_timeout",
+    "kernel_warning_fails_a_passing_run",
+    "failing_test_gives_exit_code_1",
+    "qemu_killed_mid_run_is_a_vm_failure_and_leaves_nothing_running",
+    "console_flood_keeps_a_bounded_log_and_still_reports",
+    "missing_qemu_is_reported_before_any_long_step",
+];
+
+/// The suites of the lean kernels, in two lanes of about 12 minutes each
+/// here: the building lane (mutants, fuzz, the developer flags' tests)
+/// beside the booting lane (vmtest per kernel, the guest fault tests, the
+/// share tests, the BPF tree's selftests and the bench).
 fn side_by_side(xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
         // The plan against mutants of the series: each builds the
@@ -105,7 +128,6 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
             &["mutants", "--sample", "--fresh"],
         ),
         fuzz(xt, "fuzz", "fuzz base and every variant", "all", false),
-        booting_tests("share", "share tests", "share"),
         booting_tests(
             "devflags",
             "developer flags (--config, --network, --gdb)",
@@ -119,6 +141,8 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
         .iter()
         .map(|(id, name, kernel)| xt(id, name, &["vmtest", "--kernel", kernel]))
         .chain([
+            guest_faults(),
+            booting_tests("share", "share tests", "share"),
             xt(
                 "kselftest",
                 "kselftest base and every variant",
@@ -136,6 +160,14 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
         ]);
     steps.extend(booting.map(|s| s.in_lane(Lane::Booting)));
     steps
+}
+
+/// The fault tests of `GUEST_FAULTS`, and only those.
+fn guest_faults() -> Step {
+    let mut step = booting_tests("guest-faults", "fault tests (guests)", "faults");
+    step.args.push("--exact".into());
+    step.args.extend(GUEST_FAULTS.map(String::from));
+    step
 }
 
 /// vmtest's step of each lean kernel: id, name, kernel.
@@ -825,14 +857,10 @@ mod tests {
             &ids(&s)[..5],
             ["fmt", "clippy", "unit", "workflow-lint", "patches"]
         );
-        for n in [
+        let vmtest = KERNELS.map(|k| k.0);
+        for n in vmtest.into_iter().chain([
             "build",
             "kselftest-build",
-            "vmtest-base",
-            "vmtest-patched",
-            "vmtest-direct",
-            "vmtest-prefault",
-            "vmtest-adaptive",
             "kselftest",
             "mutants",
             "fuzz",
@@ -840,7 +868,7 @@ mod tests {
             "share",
             "devflags",
             "bench",
-        ] {
+        ]) {
             assert!(ids(&s).contains(&n), "missing step {n}: {:?}", ids(&s));
         }
         // The debug kernels' cold build is more than a cold run can spare.
@@ -904,10 +932,7 @@ mod tests {
                 .map(|s| s.id)
                 .collect()
         };
-        assert_eq!(
-            lane(Lane::Building),
-            ["mutants", "fuzz", "share", "devflags"]
-        );
+        assert_eq!(lane(Lane::Building), ["mutants", "fuzz", "devflags"]);
         assert_eq!(
             lane(Lane::Booting),
             [
@@ -916,6 +941,8 @@ mod tests {
                 "vmtest-direct",
                 "vmtest-prefault",
                 "vmtest-adaptive",
+                "guest-faults",
+                "share",
                 "kselftest",
                 "bench"
             ]
@@ -931,6 +958,46 @@ mod tests {
             .iter()
             .filter(|s| s.id.contains("debug"))
             .all(|s| s.lane == Lane::Alone));
+    }
+
+    /// The ignored tests of a suite in xtask/tests/.
+    fn booting_test_names(suite: &str) -> Vec<String> {
+        let path = project::root().join(format!("xtask/tests/{suite}.rs"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut names = Vec::new();
+        let mut after_test = false;
+        for line in text.lines() {
+            if line == "#[test]" {
+                after_test = true;
+            } else if let Some(rest) = line.strip_prefix("fn ").filter(|_| after_test) {
+                names.push(rest.split('(').next().unwrap().to_string());
+                after_test = false;
+            }
+        }
+        names
+    }
+
+    /// The guest fault tests are fault tests, and the two steps run each
+    /// fault test exactly once between them.
+    #[test]
+    fn the_fault_tests_are_split_between_the_lanes_and_the_end_exactly() {
+        let all = booting_test_names("faults");
+        assert!(all.len() > GUEST_FAULTS.len(), "{all:?}");
+        for name in GUEST_FAULTS {
+            assert!(all.iter().any(|n| n == name), "no fault test {name}");
+        }
+        let s = steps(&args(), "/x/xtask");
+        let step = |id| s.iter().find(|s| s.id == id).unwrap().args.clone();
+        let (guests, rest) = (step("guest-faults"), step("faults"));
+        assert!(guests.contains(&"--exact".into()) && rest.contains(&"--exact".into()));
+        for name in &all {
+            let named = guests.contains(name);
+            let skipped = rest.windows(2).any(|w| w[0] == "--skip" && &w[1] == name);
+            assert_eq!(
+                named, skipped,
+                "{name}: in guest-faults {named}, skipped by faults {skipped}"
+            );
+        }
     }
 
     fn sh(id: &'static str, lane: Lane, script: &str) -> Step {
