@@ -20,7 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("mutants", &["kernel", "report", "project", "util"]),
     ("fuzz", &["kernel", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
-    ("fresh_root", &["project", "util"]),
+    ("fresh_root", &["ci_times", "project", "util"]),
     ("ci_times", &["kernel", "project", "util"]),
     ("host_noise", &[]),
     ("lanes", &[]),

@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::project;
 use crate::util::spawn_tied;
-use plan::{RootPlan, PROJECT_IN_ROOT};
+use plan::{RootPlan, CACHE_IN_ROOT, PROJECT_IN_ROOT};
 use record::CommandResult;
 pub use record::Summary;
 
@@ -91,6 +91,7 @@ pub fn check(c: &Check) -> Result<Checked> {
         declared: c.declared.clone(),
         passed,
         total_secs: started.elapsed().as_secs(),
+        ci_times: record::last_ci_times(&plan.root.join(CACHE_IN_ROOT)),
     };
     if passed && !c.keep {
         crate::status!("fresh-root", "removing the root {}", plan.root.display());
@@ -462,9 +463,26 @@ pub fn report(checked: &Checked, record_it: bool) -> Result<()> {
             fs::create_dir_all(to.parent().expect("docs/fresh-root"))?;
             crate::util::write_atomic(&to, json.as_bytes())?;
             crate::status!("fresh-root", "recorded in {}", to.display());
+            if let Some(times) = summary
+                .ci_times
+                .as_ref()
+                .filter(|_| summary.form == Form::Full)
+            {
+                record_cold_ci(times);
+            }
         }
     }
     let failed = usize::from(!summary.passed);
     println!("fresh-root: {} passed, {failed} failed", 1 - failed);
     Ok(())
+}
+
+/// The full form's ci, cold in the fresh root, put on record as the cold
+/// run ci projects from; a run that cannot be (warm, failed) is said.
+fn record_cold_ci(times: &crate::ci_times::CiTimes) {
+    let to = project::root().join(crate::ci_times::COLD_RECORD);
+    match crate::ci_times::record(times, &to) {
+        Ok(()) => crate::status!("fresh-root", "ci's cold run recorded in {}", to.display()),
+        Err(e) => crate::status!("fresh-root", "ci's run not recorded as the cold run: {e:#}"),
+    }
 }

@@ -3,11 +3,12 @@
 //! it proved. A record in `docs/fresh-root/` ties that list to the code: a
 //! unit test fails when the declared packages change without a new check.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::plan::Form;
+use crate::ci_times::{self, CiTimes};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CommandResult {
@@ -35,6 +36,10 @@ pub struct Summary {
     pub declared: Vec<String>,
     pub passed: bool,
     pub total_secs: u64,
+    /// The full form's ci, run first with an empty cache: its steps'
+    /// times, the cold run `docs/ci-times-cold.json` records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_times: Option<CiTimes>,
 }
 
 /// Where a passing check of `form` is recorded in the project.
@@ -42,6 +47,19 @@ pub fn record_path(form: Form) -> PathBuf {
     crate::project::root()
         .join("docs/fresh-root")
         .join(format!("{}.json", form.name()))
+}
+
+/// The times of the last ci run in the cache `cache` (its newest
+/// `runs/ci-*/ci-times.json`), if one wrote them.
+pub fn last_ci_times(cache: &Path) -> Option<CiTimes> {
+    let runs = std::fs::read_dir(cache.join("runs")).ok()?;
+    let newest = runs
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ci-"))
+        .map(|e| e.path().join(ci_times::FILE_NAME))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()?;
+    ci_times::read(&newest.1).ok()
 }
 
 /// The last closing line of a test runner in `text`: ours
@@ -140,6 +158,36 @@ mod tests {
             added(&s(&["gcc", "make"]), &s(&["lld-19", "gcc", "make", "bc"])),
             s(&["bc", "lld-19"])
         );
+    }
+
+    /// The full form's ci times are the newest ci run's in the root's
+    /// cache: not another command's run, not an older ci's.
+    #[test]
+    fn the_ci_times_carried_out_are_the_last_ci_runs() {
+        let cache = std::env::temp_dir().join(format!("fresh-ci-times-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        assert_eq!(last_ci_times(&cache), None, "no runs at all");
+        let write = |run: &str, total: f64| {
+            let dir = cache.join("runs").join(run);
+            std::fs::create_dir_all(&dir).unwrap();
+            let t = CiTimes {
+                commit: None,
+                cold: true,
+                base_build_seconds: Some(500.0),
+                steps: vec![],
+                total_seconds: total,
+            };
+            ci_times::write(&dir, &t).unwrap();
+            // Apart in mtime, whatever the file system's granularity.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        write("ci-1-1", 1.0);
+        write("ci-2-1", 2.0);
+        write("vmtest-3-1", 3.0);
+        std::fs::create_dir_all(cache.join("runs/ci-4-1")).unwrap();
+        let got = last_ci_times(&cache).map(|t| t.total_seconds);
+        std::fs::remove_dir_all(&cache).unwrap();
+        assert_eq!(got, Some(2.0));
     }
 
     /// A recorded check proved today's dependency list, and passed: when
