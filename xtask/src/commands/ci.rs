@@ -86,8 +86,8 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     if !args.no_faults {
         let mut faults = booting_tests("faults", "fault tests (builds and the cache)", "faults");
         faults.args.push("--exact".into());
-        for name in GUEST_FAULTS {
-            faults.args.extend(["--skip".into(), name.into()]);
+        for name in GUEST_FAULTS.iter().chain(&BUILDING_FAULTS) {
+            faults.args.extend(["--skip".into(), name.to_string()]);
         }
         steps.push(faults);
     }
@@ -112,10 +112,22 @@ const GUEST_FAULTS: [&str; 10] = [
     "missing_qemu_is_reported_before_any_long_step",
 ];
 
-/// The suites of the lean kernels, in two lanes of about 12 minutes each
-/// here: the building lane (mutants, fuzz, the developer flags' tests)
-/// beside the booting lane (vmtest per kernel, the guest fault tests, the
-/// share tests, the BPF tree's selftests and the bench).
+/// The fault tests that touch none of the kernels the booting lane boots:
+/// a cache of their own (a full disk, a patch that does not apply), the
+/// `mutant` tree after the mutants step, the check trees. The building
+/// lane runs them, after mutants.
+const BUILDING_FAULTS: [&str; 4] = [
+    "a_full_cache_is_one_line_and_the_next_run_with_space_recovers",
+    "patch_that_does_not_apply_is_named_and_nothing_is_applied",
+    "mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control",
+    "a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate",
+];
+
+/// The suites of the lean kernels, in two lanes of about 16 minutes each
+/// here: the building lane (mutants, the fault tests of
+/// `BUILDING_FAULTS`, fuzz, the developer flags' tests) beside the
+/// booting lane (vmtest per kernel, the guest fault tests, the share
+/// tests, the BPF tree's selftests and the bench).
 fn side_by_side(xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
         // The plan against mutants of the series: each builds the
@@ -126,6 +138,11 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
             "mutants",
             "mutants --sample",
             &["mutants", "--sample", "--fresh"],
+        ),
+        named_faults(
+            "building-faults",
+            "fault tests (own caches)",
+            &BUILDING_FAULTS,
         ),
         fuzz(xt, "fuzz", "fuzz base and every variant", "all", false),
         booting_tests(
@@ -141,7 +158,7 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
         .iter()
         .map(|(id, name, kernel)| xt(id, name, &["vmtest", "--kernel", kernel]))
         .chain([
-            guest_faults(),
+            named_faults("guest-faults", "fault tests (guests)", &GUEST_FAULTS),
             booting_tests("share", "share tests", "share"),
             xt(
                 "kselftest",
@@ -162,11 +179,11 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
     steps
 }
 
-/// The fault tests of `GUEST_FAULTS`, and only those.
-fn guest_faults() -> Step {
-    let mut step = booting_tests("guest-faults", "fault tests (guests)", "faults");
+/// The fault tests `names`, and only those.
+fn named_faults(id: &'static str, name: &'static str, names: &[&str]) -> Step {
+    let mut step = booting_tests(id, name, "faults");
     step.args.push("--exact".into());
-    step.args.extend(GUEST_FAULTS.map(String::from));
+    step.args.extend(names.iter().map(|n| n.to_string()));
     step
 }
 
@@ -257,7 +274,7 @@ fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
     steps.push(xt(
         "kselftest-build",
         "build test_progs",
-        &["kselftest", "--build-only"],
+        &["kselftest", "--build-only", "--runner", CI_RUNNERS],
     ));
     steps
 }
@@ -288,21 +305,24 @@ fn fuzz(xt: &XtStep, id: &'static str, name: &'static str, kernels: &str, debug:
     xt(id, name, &a)
 }
 
-/// The runners of the BPF selftests CI runs on every kernel: all of BPF
-/// CI's but test_maps, which holds no mmap test and runs 167-255 s per
-/// lean kernel under TCG (measured 2026-12-04; its stress tests fork
-/// hundreds of tasks), about 9 minutes of a cold run the slower machines
-/// cannot spare: `cargo xtask kselftest` runs it.
-pub const CI_RUNNERS: &str = "test_progs,test_progs-no_alu32,test_progs-cpuv4,test_verifier";
+/// The runners of the BPF selftests CI builds and runs on every kernel:
+/// test_progs, whose default set holds the tests that map maps, and
+/// test_verifier. Of BPF CI's others, test_progs-no_alu32 and -cpuv4 run
+/// the same tests on the same kernel paths with the BPF programs compiled
+/// for other instruction sets (the series changes no verifier or JIT), and
+/// building them was FLAVORS_BUILD_SECONDS of a cold run; test_maps
+/// holds no mmap test and runs 167-255 s per lean kernel under TCG
+/// (measured 2026-12-04). `cargo xtask kselftest` builds and runs all five.
+pub const CI_RUNNERS: &str = "test_progs,test_verifier";
 
 /// The runner on the debug kernel: test_progs alone, whose default set
 /// holds the tests that map maps (mmap, ringbuf, arena, skeletons). The
 /// flavors run the same tests on the same kernel paths with BPF programs
 /// compiled otherwise, and test_verifier runs no map mapping: on
 /// adaptive-debug they cost 338 s of 444 (measured 2026-12-03), which a
-/// cold run on the slower machines cannot spare. They run on the five
-/// lean kernels, and `cargo xtask kselftest --kernel adaptive --debug`
-/// runs them all.
+/// cold run on the slower machines cannot spare. test_verifier runs on
+/// the five lean kernels, and `cargo xtask kselftest --kernel adaptive
+/// --debug` runs them all.
 const CI_DEBUG_RUNNERS: &str = "test_progs";
 
 /// The debug kernels CI builds and tests: 0001 as merged, and the whole
@@ -932,7 +952,10 @@ mod tests {
                 .map(|s| s.id)
                 .collect()
         };
-        assert_eq!(lane(Lane::Building), ["mutants", "fuzz", "devflags"]);
+        assert_eq!(
+            lane(Lane::Building),
+            ["mutants", "building-faults", "fuzz", "devflags"]
+        );
         assert_eq!(
             lane(Lane::Booting),
             [
@@ -982,20 +1005,26 @@ mod tests {
     #[test]
     fn the_fault_tests_are_split_between_the_lanes_and_the_end_exactly() {
         let all = booting_test_names("faults");
-        assert!(all.len() > GUEST_FAULTS.len(), "{all:?}");
-        for name in GUEST_FAULTS {
+        let in_lanes = GUEST_FAULTS.len() + BUILDING_FAULTS.len();
+        assert!(all.len() > in_lanes, "{all:?}");
+        for name in GUEST_FAULTS.iter().chain(&BUILDING_FAULTS) {
             assert!(all.iter().any(|n| n == name), "no fault test {name}");
         }
         let s = steps(&args(), "/x/xtask");
         let step = |id| s.iter().find(|s| s.id == id).unwrap().args.clone();
-        let (guests, rest) = (step("guest-faults"), step("faults"));
-        assert!(guests.contains(&"--exact".into()) && rest.contains(&"--exact".into()));
+        let (guests, building) = (step("guest-faults"), step("building-faults"));
+        let rest = step("faults");
+        for a in [&guests, &building, &rest] {
+            assert!(a.contains(&"--exact".into()), "{a:?}");
+        }
+        // Each test runs in exactly one of the three steps.
         for name in &all {
-            let named = guests.contains(name);
             let skipped = rest.windows(2).any(|w| w[0] == "--skip" && &w[1] == name);
+            let runs = [guests.contains(name), building.contains(name), !skipped];
             assert_eq!(
-                named, skipped,
-                "{name}: in guest-faults {named}, skipped by faults {skipped}"
+                runs.iter().filter(|r| **r).count(),
+                1,
+                "{name}: in guest-faults, building-faults, faults: {runs:?}"
             );
         }
     }
