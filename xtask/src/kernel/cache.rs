@@ -1,5 +1,10 @@
-//! The kernel cache: a directory outside the checkout, shared by runs and
-//! guarded by a lock so that two runs never write it at once.
+//! The kernel cache: a directory outside the checkout, shared by runs.
+//! Two kinds of lock keep runs from writing one thing at once: the
+//! cache's own (`lock`), held for what every run shares (the pristine
+//! tree, the manifest, a prune), and one per tree (`locks/<source>/<tree>`),
+//! held while a kernel tree is prepared, built and read. A run never waits
+//! for a tree's lock while it holds the cache's, so a run that builds one
+//! kernel never holds up a run that boots another.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -9,8 +14,14 @@ use anyhow::{Context, Result};
 
 pub struct Cache {
     root: PathBuf,
-    // Held for the life of the run; dropping it releases the lock.
-    _lock: File,
+    // Held until `release` or the end of the run; dropping it unlocks.
+    lock: Option<File>,
+}
+
+/// The lock of one tree of the cache, held while the value lives.
+#[derive(Debug)]
+pub struct TreeLock {
+    _file: File,
 }
 
 impl Cache {
@@ -19,36 +30,41 @@ impl Cache {
     pub fn open(root: &Path) -> Result<Cache> {
         fs::create_dir_all(root)
             .with_context(|| format!("creating the cache directory {}", root.display()))?;
-        let lock_path = root.join("lock");
-        let mut lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("opening the cache lock {}", lock_path.display()))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                let holder = fs::read_to_string(&lock_path).unwrap_or_default();
-                crate::status!(
-                    "cache",
-                    "waiting for the lock on {} (held by {})",
-                    root.display(),
-                    holder.trim()
-                );
-                lock.lock()
-                    .with_context(|| format!("locking {}", lock_path.display()))?;
-            }
-            Err(fs::TryLockError::Error(err)) => {
-                return Err(err).with_context(|| format!("locking {}", lock_path.display()))
-            }
-        }
-        lock.set_len(0)?;
-        writeln!(lock, "pid {}", std::process::id())?;
+        let lock = take(&root.join("lock"), &root.display().to_string())?;
         Ok(Cache {
             root: root.to_path_buf(),
-            _lock: lock,
+            lock: Some(lock),
+        })
+    }
+
+    /// Lets other runs take the cache's lock; what this run goes on
+    /// writing is under tree locks (`lock_tree`).
+    pub fn release(&mut self) {
+        self.lock = None;
+    }
+
+    /// Takes the cache's lock again after `release`.
+    pub fn relock(&mut self) -> Result<()> {
+        if self.lock.is_none() {
+            let root = self.root.display().to_string();
+            self.lock = Some(take(&self.root.join("lock"), &root)?);
+        }
+        Ok(())
+    }
+
+    /// Takes the lock of the tree `name` of the source `key`, waiting for
+    /// a run that holds it. Never called with the cache's lock held.
+    pub fn lock_tree(&self, key: &str, name: &str) -> Result<TreeLock> {
+        debug_assert!(
+            self.lock.is_none(),
+            "a tree lock waited for under the cache's"
+        );
+        let path = tree_lock_path(&self.root, key, name);
+        let dir = path.parent().expect("locks/<source>");
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let what = self.source_dir(key).join(name).display().to_string();
+        Ok(TreeLock {
+            _file: take(&path, &what)?,
         })
     }
 
@@ -68,6 +84,49 @@ impl Cache {
     pub fn manifest_path(&self) -> PathBuf {
         self.root.join("manifest.json")
     }
+}
+
+/// Where the lock of the tree `name` of the source `key` is.
+pub fn tree_lock_path(cache: &Path, key: &str, name: &str) -> PathBuf {
+    cache.join("locks").join(key).join(name)
+}
+
+/// Whether a run holds the lock of the tree `name` of the source `key`.
+pub fn tree_in_use(cache: &Path, key: &str, name: &str) -> bool {
+    let Ok(file) = File::open(tree_lock_path(cache, key, name)) else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(fs::TryLockError::WouldBlock))
+}
+
+/// Takes the lock at `path` (of `what`, named when waiting for it).
+fn take(path: &Path, what: &str) -> Result<File> {
+    let mut lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening the lock {}", path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let holder = fs::read_to_string(path).unwrap_or_default();
+            crate::status!(
+                "cache",
+                "waiting for the lock on {what} (held by {})",
+                holder.trim()
+            );
+            lock.lock()
+                .with_context(|| format!("locking {}", path.display()))?;
+        }
+        Err(fs::TryLockError::Error(err)) => {
+            return Err(err).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+    lock.set_len(0)?;
+    writeln!(lock, "pid {}", std::process::id())?;
+    Ok(lock)
 }
 
 #[cfg(test)]
@@ -92,6 +151,39 @@ mod tests {
         rx.recv_timeout(std::time::Duration::from_secs(10))
             .expect("second open should proceed once the first lock is dropped");
         waiter.join().unwrap();
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A run building one tree holds up a run on another tree not at all,
+    /// and one on the same tree until it is done.
+    #[test]
+    fn a_tree_lock_holds_its_tree_and_no_other() {
+        let dir = crate::util::tempdir();
+        let mut first = Cache::open(&dir).unwrap();
+        first.release();
+        let mutant = first.lock_tree("src", "mutant").unwrap();
+        assert!(tree_in_use(&dir, "src", "mutant"));
+        assert!(!tree_in_use(&dir, "src", "base"));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d2 = dir.clone();
+        let waiter = std::thread::spawn(move || {
+            // The cache's own lock is free while the first builds.
+            let mut second = Cache::open(&d2).unwrap();
+            second.release();
+            let _base = second.lock_tree("src", "base").unwrap();
+            tx.send("base").unwrap();
+            let _mutant = second.lock_tree("src", "mutant").unwrap();
+            tx.send("mutant").unwrap();
+        });
+        let wait = std::time::Duration::from_secs(10);
+        assert_eq!(rx.recv_timeout(wait), Ok("base"));
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(300))
+            .is_err());
+        drop(mutant);
+        assert_eq!(rx.recv_timeout(wait), Ok("mutant"));
+        waiter.join().unwrap();
+        assert!(!tree_in_use(&dir, "src", "mutant"));
         fs::remove_dir_all(dir).unwrap();
     }
 }

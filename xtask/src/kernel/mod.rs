@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use self::cache::Cache;
+use self::cache::{Cache, TreeLock};
 pub use self::extra::ExtraConfig;
 use self::kbuild::BuildRequest;
 use self::manifest::{KernelInfo, Manifest, PatchInfo, SourceInfo};
@@ -205,24 +205,58 @@ impl KernelSpec {
 
 /// Builds `specs` (or finds them up to date) and returns their manifest.
 pub fn build(args: &SourceConfig, specs: &[KernelSpec]) -> Result<Manifest> {
-    build_locked(args, specs).map(|(manifest, _lock)| manifest)
+    build_locked(args, specs).map(|(manifest, _held)| manifest)
 }
 
-/// Like `build`, and also hands back the cache, still locked, so the
-/// caller can take what it needs before another run may rebuild it.
-pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
+/// Like `build`, and also hands back the locks of the kernels' trees, so
+/// the caller can take what it needs before another run may rebuild them.
+pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Held)> {
     in_cache(args, || build_specs(args, specs))
 }
 
-fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Cache)> {
+/// The locks of trees in the cache, held while the value lives: no other
+/// run prepares, builds or prunes them meanwhile.
+#[derive(Debug)]
+pub struct Held {
+    _trees: Vec<TreeLock>,
+}
+
+/// Holds the trees (or work directories: `kselftest`, `check`) `names`
+/// of `args`'s source, waiting for the runs that hold them. The caller
+/// holds no other lock of the cache.
+pub fn hold(args: &SourceConfig, names: &[&str]) -> Result<Held> {
+    in_cache(args, || {
+        let Opened { mut cache, key, .. } = open(args, None)?;
+        lock_trees(&mut cache, &key, names)
+    })
+}
+
+/// Lets the cache's lock go and takes the trees' locks, in the order of
+/// their names, so that two runs that want the same trees never wait for
+/// each other each holding one.
+fn lock_trees(cache: &mut Cache, key: &str, names: &[&str]) -> Result<Held> {
+    cache.release();
+    let mut names = names.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let trees = names
+        .iter()
+        .map(|n| cache.lock_tree(key, n))
+        .collect::<Result<_>>()?;
+    Ok(Held { _trees: trees })
+}
+
+fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Held)> {
     let started = Instant::now();
     let Opened {
         source,
         series,
-        cache,
+        mut cache,
         key,
         pristine,
     } = open(args, None)?;
+    let names: Vec<&str> = specs.iter().map(|s| s.flavor.name()).collect();
+    let held = lock_trees(&mut cache, &key, &names)?;
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let jobs = args.jobs;
     let mut kernels = Vec::new();
@@ -235,12 +269,15 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, C
         source: source_info(&source, &pristine),
         kernels,
     };
+    // The manifest is the cache's: written under its lock, which a run
+    // holding trees may wait for (its holders never wait for a tree).
+    cache.relock()?;
     write_atomic(
         &cache.manifest_path(),
         serde_json::to_string_pretty(&manifest)?.as_bytes(),
     )?;
     crate::status!("build-kernel", "done in {:.1?}", started.elapsed());
-    Ok((manifest, cache))
+    Ok((manifest, held))
 }
 
 /// Builds the one variant of `series`, a series of the caller's making
@@ -262,7 +299,7 @@ fn build_one_series(
 ) -> Result<KernelInfo> {
     let Opened {
         series,
-        cache,
+        mut cache,
         key,
         pristine,
         ..
@@ -273,6 +310,7 @@ fn build_one_series(
         debug,
         extra: ExtraConfig::default(),
     };
+    let _held = lock_trees(&mut cache, &key, &[spec.flavor.name()])?;
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let tree = trees.prepare(&spec.flavor)?;
     build_one(&spec, tree, &cache, args.jobs)
@@ -281,7 +319,7 @@ fn build_one_series(
 /// Base and patched trees of their own (`<source>/check/`), mirrored and
 /// patched (with the whole series) but not built, for checks that compile
 /// a few objects: a series checked there never touches the trees the
-/// kernels are built from. The cache stays locked while the value lives.
+/// kernels are built from. They stay locked while the value lives.
 pub struct PreparedTrees {
     pub pristine: PathBuf,
     pub base: PathBuf,
@@ -289,7 +327,7 @@ pub struct PreparedTrees {
     /// The source's directory in the cache (it holds both trees).
     pub source_dir: PathBuf,
     pub series: Series,
-    _lock: Cache,
+    _held: Held,
 }
 
 pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
@@ -299,13 +337,15 @@ pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
 fn prepare_check_trees(args: &SourceConfig) -> Result<PreparedTrees> {
     let Opened {
         series,
-        cache,
+        mut cache,
         key,
         pristine,
         ..
     } = open(args, None)?;
+    // Both trees, and the git repository of the source the checks make.
+    let held = lock_trees(&mut cache, &key, &[CHECK_DIR])?;
     let source_dir = cache.source_dir(&key);
-    let mut trees = Trees::new(source_dir.join("check"), &pristine, &series);
+    let mut trees = Trees::new(source_dir.join(CHECK_DIR), &pristine, &series);
     let base = trees.prepare(&Flavor::Base)?.path;
     let whole = Flavor::Variant(series.whole().name.clone());
     let patched = trees.prepare(&whole)?.path;
@@ -315,9 +355,12 @@ fn prepare_check_trees(args: &SourceConfig) -> Result<PreparedTrees> {
         patched,
         source_dir,
         series,
-        _lock: cache,
+        _held: held,
     })
 }
+
+/// The check trees' directory in a source's, and the name of its lock.
+const CHECK_DIR: &str = "check";
 
 /// Runs `work` on the pristine tree of `args`'s source and the source's
 /// directory in the cache (for what is built from the tree beside the

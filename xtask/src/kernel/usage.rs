@@ -246,7 +246,8 @@ pub fn trim(
     // Held while removing: a run that builds waits, and none is mid-write.
     let _lock = super::cache::Cache::open(cache)?;
     let mut list = prune_list(cache, kernels, runs_older_than, SystemTime::now());
-    list.retain(|p| p != keep);
+    // A tree another run holds is in use: it stays.
+    list.retain(|p| p != keep && !tree_held(cache, p));
     if let Some(cap) = cap {
         let total = total(&usage(cache));
         let capped = cap_list(cache, total, cap, &list, keep);
@@ -263,6 +264,19 @@ pub fn trim(
         freed,
         parts: usage(cache),
     })
+}
+
+/// Whether `path`, a tree of `cache` (`sources/<source>/<tree>`), is
+/// held by a run.
+fn tree_held(cache: &Path, path: &Path) -> bool {
+    let Ok(rest) = path.strip_prefix(cache.join("sources")) else {
+        return false;
+    };
+    let mut parts = rest.iter().filter_map(|p| p.to_str());
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(key), Some(name), None) => super::cache::tree_in_use(cache, key, name),
+        _ => false,
+    }
 }
 
 /// Removes what `prune_list` gave; returns the bytes freed.
@@ -443,6 +457,22 @@ mod tests {
         let list = cap_list(&c.0, total, 1, &stale, &keep);
         assert_eq!(list.len(), 3, "{list:?}");
         assert!(!list.contains(&keep));
+    }
+
+    #[test]
+    fn a_trim_leaves_a_tree_another_run_holds() {
+        let c = cache("held");
+        let mut other = super::super::cache::Cache::open(&c.0).unwrap();
+        other.release();
+        let held = other.lock_tree("linux-1", "gone").unwrap();
+        let week = Duration::from_secs(7 * 86400);
+        let keep = c.0.join("runs/none");
+        let t = trim(&c.0, &["patched"], week, None, &keep).unwrap();
+        assert!(t.removed.is_empty(), "{:?}", t.removed);
+        assert!(c.0.join("sources/linux-1/gone").exists());
+        drop(held);
+        let t = trim(&c.0, &["patched"], week, None, &keep).unwrap();
+        assert_eq!(t.removed, [c.0.join("sources/linux-1/gone")]);
     }
 
     #[test]

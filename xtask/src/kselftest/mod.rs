@@ -141,18 +141,25 @@ pub fn build_for(
         debug: false,
         extra: Default::default(),
     };
-    let (manifest, _lock) = kernel::build_locked(source, &[spec])?;
+    let btf_tree = spec.flavor.name().to_string();
+    let manifest = kernel::build(source, &[spec])?;
     let btf_info = &manifest.kernels[0];
     let btf = KernelTree::from_vmlinux(&btf_info.name, &btf_info.vmlinux)?;
+    let work_name = match config {
+        KernelConfig::Lean => "kselftest",
+        KernelConfig::BpfCi => "kselftest-bpfci",
+    };
     let work = manifest
         .source
         .pristine
         .parent()
         .context("the pristine tree has no parent")?
-        .join(match config {
-            KernelConfig::Lean => "kselftest",
-            KernelConfig::BpfCi => "kselftest-bpfci",
-        });
+        .join(work_name);
+    // The work directory, the tree test_progs is built from and the trees
+    // the modules are built against, held all at once.
+    let mut names: Vec<&str> = targets.iter().map(|t| t.flavor.name()).collect();
+    names.extend([btf_tree.as_str(), work_name]);
+    let _held = kernel::hold(source, &names)?;
     say_which_tree(&series, &btf);
     let jobs = source.jobs;
     let built = build::test_progs(&work, &btf.tree, (&btf, runners), jobs)?;

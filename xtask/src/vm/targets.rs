@@ -100,8 +100,8 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
     let mut lock = None;
     if !specs.is_empty() {
         let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
-        let (manifest, cache) = kernel::build_locked(source, &only)?;
-        lock = Some(cache);
+        let (manifest, held) = kernel::build_locked(source, &only)?;
+        lock = Some(held);
         for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
             let target = Target {
                 name: info.name,
