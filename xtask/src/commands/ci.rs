@@ -31,14 +31,15 @@ pub struct Step {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Lane {
     /// Nothing beside it: the checks, the builds (make takes both cores)
-    /// and the fault tests (they make base stale, kill builds and hold
-    /// the cache's lock on purpose).
+    /// and the fault tests that make base stale, kill builds and hold
+    /// locks on purpose.
     Alone,
     /// Builds what it boots (a mutant kernel, the fuzzer's libbpf, a
-    /// `--config` kernel), taking the cache's lock for that.
+    /// `--config` kernel) or works in trees of its own, under those
+    /// trees' locks.
     Building,
     /// Only boots kernels the build steps made; beside a building step
-    /// it waits at most for that step's lock.
+    /// it waits only for a tree both use.
     Booting,
 }
 
@@ -123,16 +124,17 @@ const BUILDING_FAULTS: [&str; 4] = [
     "a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate",
 ];
 
-/// The suites of the lean kernels, in two lanes of about 16 minutes each
-/// here: the building lane (the patch checks, mutants, the fault tests of
+/// The suites of the lean kernels, in two lanes (in the cold run on
+/// record, about 20 minutes for the building one, 15 for the other): the
+/// building lane (the patch checks, mutants, the fault tests of
 /// `BUILDING_FAULTS`, fuzz, the developer flags' tests) beside the
 /// booting lane (vmtest per kernel, the guest fault tests, the share
 /// tests, the BPF tree's selftests and the bench).
 fn side_by_side(xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
         // checkpatch --strict, git am, W=1 and sparse in trees of their
-        // own (`check`): mostly one core, so it fills the booting lane's
-        // gaps rather than keep the kernels' build waiting.
+        // own (`check`), mostly on one core: beside the booting lane
+        // rather than before the kernels' build.
         xt("patches", "patch checks", &["check-patches"]),
         // The plan against mutants of the series: each builds the
         // `mutant` kernel (one object and the link) and runs until the
@@ -906,13 +908,7 @@ mod tests {
     #[test]
     fn debug_adds_the_debug_kernels_steps_and_step_can_name_them() {
         let lean = steps(&args(), "/x/xtask");
-        let with = steps(
-            &CiArgs {
-                debug: true,
-                ..args()
-            },
-            "/x/xtask",
-        );
+        let with = every_step();
         assert_eq!(with.len(), lean.len() + DEBUG_STEPS.len());
         for n in DEBUG_STEPS {
             assert!(ids(&with).contains(&n), "--debug lacks {n}");

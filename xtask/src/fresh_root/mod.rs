@@ -91,7 +91,11 @@ pub fn check(c: &Check) -> Result<Checked> {
         declared: c.declared.clone(),
         passed,
         total_secs: started.elapsed().as_secs(),
-        ci_times: record::last_ci_times(&plan.root.join(CACHE_IN_ROOT)),
+        // Only the full form runs the whole ci; the quick one's partial
+        // ci runs are no cold run.
+        ci_times: (c.form == Form::Full)
+            .then(|| record::last_ci_times(&plan.root.join(CACHE_IN_ROOT)))
+            .flatten(),
     };
     if passed && !c.keep {
         crate::status!("fresh-root", "removing the root {}", plan.root.display());
@@ -463,12 +467,14 @@ pub fn report(checked: &Checked, record_it: bool) -> Result<()> {
             fs::create_dir_all(to.parent().expect("docs/fresh-root"))?;
             crate::util::write_atomic(&to, json.as_bytes())?;
             crate::status!("fresh-root", "recorded in {}", to.display());
-            if let Some(times) = summary
-                .ci_times
-                .as_ref()
-                .filter(|_| summary.form == Form::Full)
-            {
-                record_cold_ci(times);
+            match &summary.ci_times {
+                Some(times) => record_cold_ci(times),
+                None if summary.form == Form::Full => crate::status!(
+                    "fresh-root",
+                    "ci's run not recorded as the cold run: it left no {} in the root's cache",
+                    crate::ci_times::FILE_NAME
+                ),
+                None => {}
             }
         }
     }

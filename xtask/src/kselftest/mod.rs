@@ -156,7 +156,9 @@ pub fn build_for(
         .context("the pristine tree has no parent")?
         .join(work_name);
     // The work directory, the tree test_progs is built from and the trees
-    // the modules are built against, held all at once.
+    // the modules are built against, held all at once (in name order, as
+    // every run takes them). Only paths were read before: the BTF's
+    // identity, which stamps the build, is read under them.
     let mut names: Vec<&str> = targets.iter().map(|t| t.flavor.name()).collect();
     names.extend([btf_tree.as_str(), work_name]);
     let _held = kernel::hold(source, &names)?;
