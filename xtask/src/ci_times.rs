@@ -30,6 +30,10 @@ pub struct StepTime {
     pub name: String,
     pub seconds: f64,
     pub ok: bool,
+    /// The share of the host's CPU time that was idle while the step ran
+    /// (others beside it included), in percent: where a core waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_percent: Option<f64>,
 }
 
 /// One ci run's times.
@@ -179,6 +183,44 @@ pub fn base_build_seconds(cache: &Path, since: std::time::SystemTime) -> Option<
         .find_map(|p| parse_build_seconds(&std::fs::read_to_string(p).ok()?))
 }
 
+/// The host's CPU time so far, in ticks of all cores: busy and idle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTicks {
+    busy: u64,
+    idle: u64,
+}
+
+/// The host's CPU time now; None where /proc/stat cannot be read.
+pub fn cpu_ticks() -> Option<CpuTicks> {
+    parse_cpu_ticks(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// /proc/stat's `cpu` line: user nice system idle iowait irq softirq
+/// steal (guest time is in user already). Waiting for I/O is idle.
+fn parse_cpu_ticks(text: &str) -> Option<CpuTicks> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = n[..] else {
+        return None;
+    };
+    Some(CpuTicks {
+        busy: user + nice + system + irq + softirq + steal,
+        idle: idle + iowait,
+    })
+}
+
+/// The idle share of the CPU time between two readings, in percent.
+pub fn idle_percent(from: CpuTicks, to: CpuTicks) -> Option<f64> {
+    let idle = to.idle.checked_sub(from.idle)?;
+    let all = idle + to.busy.checked_sub(from.busy)?;
+    (all > 0).then(|| 100.0 * idle as f64 / all as f64)
+}
+
 /// The seconds of a build-seconds stamp (`517 3085`).
 pub fn parse_build_seconds(text: &str) -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()
@@ -194,6 +236,7 @@ mod tests {
             name: id.into(),
             seconds,
             ok: true,
+            idle_percent: None,
         }
     }
 
@@ -205,6 +248,27 @@ mod tests {
             steps,
             total_seconds: total,
         }
+    }
+
+    #[test]
+    fn the_idle_share_is_read_from_proc_stat() {
+        let at = |user: u64, idle: u64, iowait: u64| {
+            parse_cpu_ticks(&format!(
+                "cpu  {user} 0 100 {idle} {iowait} 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+            ))
+            .unwrap()
+        };
+        // 300 ticks busy, 100 idle and 100 waiting for I/O: 40% idle.
+        let p = idle_percent(at(1000, 500, 0), at(1300, 600, 100)).unwrap();
+        assert!((p - 40.0).abs() < 1e-9, "{p}");
+        assert_eq!(
+            idle_percent(at(1, 1, 0), at(1, 1, 0)),
+            None,
+            "no time passed"
+        );
+        assert_eq!(parse_cpu_ticks("cpu0 1 2 3\n"), None);
+        assert_eq!(parse_cpu_ticks("cpu  1 2 x 4 5 6 7 8\n"), None);
+        assert!(cpu_ticks().is_some(), "this host's /proc/stat");
     }
 
     #[test]

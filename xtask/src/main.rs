@@ -17,13 +17,13 @@ mod host_noise;
 mod hostdeps;
 mod kernel;
 mod kselftest;
-mod lanes;
 mod leftovers;
 mod mutants;
 mod project;
 mod report;
 mod util;
 mod vm;
+mod workers;
 
 use clap::Parser;
 

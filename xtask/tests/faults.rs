@@ -923,6 +923,9 @@ fn a_bpf_selftest_that_fails_only_on_patched_is_a_regression_and_a_hang_costs_on
         "test_progs",
         "--stall",
         "30",
+        // Both kernels at once, as ci runs them.
+        "--vms",
+        "2",
     ]);
     assert_eq!(code, TESTS_FAILED, "{text}");
     let tree_line = text
@@ -1038,13 +1041,13 @@ fn new_tests_are_held_to_their_variant(dir: &Path) {
     );
 }
 
-/// `kselftest -t TESTS` on the series in `dir`, test_progs alone, with
-/// `more` arguments.
+/// `kselftest -t TESTS` on the series in `dir`, test_progs alone, both
+/// kernels at once, with `more` arguments.
 fn kselftest_named(dir: &Path, tests: &str, more: &[&str]) -> (i32, String) {
     let dir = dir.to_str().unwrap();
     let mut args = vec!["kselftest", "--patches", dir, "-t", tests];
     args.extend(more);
-    args.extend(["--runner", "test_progs"]);
+    args.extend(["--runner", "test_progs", "--vms", "2"]);
     run(&args)
 }
 

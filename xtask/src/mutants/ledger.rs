@@ -32,19 +32,8 @@ struct Entry {
 impl Ledger {
     pub fn open(cache_dir: &Path) -> Result<Ledger> {
         let path = cache_dir.join("mutants").join("ledger.json");
-        let text = gone_is_none(fs::read_to_string(&path))
-            .with_context(|| format!("reading {}", path.display()))?;
-        let mut ledger: Ledger = match text {
-            Some(text) => serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{} is corrupt: remove it (outcomes are run again)",
-                    path.display()
-                )
-            })?,
-            None => Ledger::default(),
-        };
-        ledger.path = path;
-        Ok(ledger)
+        let entries = read_entries(&path)?;
+        Ok(Ledger { path, entries })
     }
 
     pub fn get(&self, key: &str) -> Option<(&Outcome, f64)> {
@@ -52,21 +41,45 @@ impl Ledger {
     }
 
     /// Records an outcome and writes the ledger at once: a run killed
-    /// after this mutant keeps it.
+    /// after this mutant keeps it. Under the ledger's lock, over what is
+    /// on disk now: two runs at once (ci's mutants step and a fault
+    /// test's) each keep the other's outcomes.
     pub fn put(&mut self, key: String, id: &str, outcome: Outcome, seconds: f64) -> Result<()> {
-        self.entries.insert(
-            key,
-            Entry {
-                id: id.to_string(),
-                outcome,
-                seconds,
-            },
-        );
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir)?;
-        }
+        let entry = Entry {
+            id: id.to_string(),
+            outcome,
+            seconds,
+        };
+        let dir = self
+            .path
+            .parent()
+            .context("the ledger's path has no directory")?;
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let lock_path = dir.join("ledger.lock");
+        let lock = fs::File::create(&lock_path)
+            .with_context(|| format!("creating {}", lock_path.display()))?;
+        lock.lock()
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+        self.entries.extend(read_entries(&self.path)?);
+        self.entries.insert(key, entry);
         write_atomic(&self.path, serde_json::to_string_pretty(self)?.as_bytes())
     }
+}
+
+/// The outcomes in the ledger at `path`; none when it is not there.
+fn read_entries(path: &Path) -> Result<BTreeMap<String, Entry>> {
+    let text = gone_is_none(fs::read_to_string(path))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let Some(text) = text else {
+        return Ok(BTreeMap::new());
+    };
+    let ledger: Ledger = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is corrupt: remove it (outcomes are run again)",
+            path.display()
+        )
+    })?;
+    Ok(ledger.entries)
 }
 
 /// The key of a mutant's outcome: its kernel's patches (the mutated one
@@ -138,6 +151,23 @@ mod tests {
         fs::write(t.join("mutants/ledger.json"), "{").unwrap();
         let err = format!("{:#}", Ledger::open(&t).unwrap_err());
         assert!(err.contains("is corrupt: remove it"), "{err}");
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    #[test]
+    fn two_runs_at_once_keep_each_others_outcomes() {
+        let t = tempdir();
+        let (mut a, mut b) = (Ledger::open(&t).unwrap(), Ledger::open(&t).unwrap());
+        a.put("ka".into(), "0001.1.cmp1", Outcome::Survived, 1.0)
+            .unwrap();
+        b.put("kb".into(), "0001.2.cmp1", Outcome::Survived, 2.0)
+            .unwrap();
+        a.put("kc".into(), "0001.3.cmp1", Outcome::Survived, 3.0)
+            .unwrap();
+        let l = Ledger::open(&t).unwrap();
+        for k in ["ka", "kb", "kc"] {
+            assert!(l.get(k).is_some(), "{k} lost");
+        }
         fs::remove_dir_all(t).unwrap();
     }
 
