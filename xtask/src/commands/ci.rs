@@ -681,7 +681,7 @@ fn run_section(
         ctx.logs.display()
     );
     let log = |step: &Step| ctx.logs.join(format!("{}.log", step.id));
-    let mut outcomes = workers::on_workers(
+    let outcomes = workers::on_workers(
         &queue,
         WORKERS,
         |s| run_step(s, ctx, Some(&log(s))),
@@ -693,18 +693,10 @@ fn run_section(
                 Err(e) => println!("----- {}: could not run: {e:#}", s.name),
             }
         },
-    )
-    .into_iter()
-    .zip(&ids)
-    .map(|(o, id)| (*id, o))
-    .collect::<Vec<_>>();
-    section
-        .iter()
-        .map(|step| {
-            let at = outcomes.iter().position(|(id, _)| *id == step.id);
-            outcomes.swap_remove(at.expect("a worker ran every step")).1
-        })
-        .collect()
+    );
+    let mut ran: Vec<(&Step, Result<Outcome>)> = queue.into_iter().zip(outcomes).collect();
+    ran.sort_by_key(|(step, _)| section.iter().position(|s| s.id == step.id));
+    ran.into_iter().map(|(_, outcome)| outcome).collect()
 }
 
 /// The cores of the machines CI runs on.

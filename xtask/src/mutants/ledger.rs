@@ -42,8 +42,8 @@ impl Ledger {
 
     /// Records an outcome and writes the ledger at once: a run killed
     /// after this mutant keeps it. Under the ledger's lock, over what is
-    /// on disk now: two runs at once (ci's mutants step and a fault
-    /// test's) each keep the other's outcomes.
+    /// on disk now: two runs at once in one cache each keep the other's
+    /// outcomes.
     pub fn put(&mut self, key: String, id: &str, outcome: Outcome, seconds: f64) -> Result<()> {
         let entry = Entry {
             id: id.to_string(),
