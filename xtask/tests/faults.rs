@@ -236,14 +236,15 @@ fn guest_that_stops_responding_mid_plan_is_handled_like_a_crash() {
         "tcg",
         "--inject",
         &format!("freeze:{culprit}"),
-        // The default is 120 s; a wedged guest is the same at 30.
+        // The default is 120 s; a wedged guest is the same at 15 (the
+        // tests before the culprit take a second or less).
         "--stall",
-        "30",
+        "15",
     ]);
     assert_eq!(code, VM_FAILED, "{text}");
     let ktap = report_file(&text, "patched.ktap");
     // Ended by the stall limit, well before the overall timeout.
-    assert_died_during(&ktap, culprit, "the guest hung: no results line for 30s");
+    assert_died_during(&ktap, culprit, "the guest hung: no results line for 15s");
     assert_eq!(count(&closing_counts(&text), "crashed"), 1, "{text}");
     assert!(
         qemu_pids(&format!("freeze:{culprit}")).is_empty(),
@@ -293,8 +294,9 @@ fn hung_guest_is_killed_at_the_timeout() {
         "patched",
         "--inject",
         "hang",
+        // Boot and T03 take a few seconds, under load ten.
         "--timeout",
-        "45",
+        "20",
         "--",
         "t03",
     ]);

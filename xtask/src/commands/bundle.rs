@@ -53,11 +53,15 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
         }
     }
     let config = (args.kernel_config, None);
-    let (dirs, left_out) = kselftest::build_for(&source, config, &targets, &Runner::ALL)?;
+    // Links into the cache, made in the bundle's directory, copied into
+    // it dereferenced and then removed.
+    let links = out.join("links");
+    let (dirs, left_out) = kselftest::build_for(&source, config, &targets, (&Runner::ALL, &links))?;
     let dest = bundle::kselftest_dir(out, args.kernel_config);
     for (t, dir) in targets.iter().zip(&dirs) {
         copy_dereferenced(dir, &dest.join("run").join(&t.name))?;
     }
+    fs::remove_dir_all(&links).with_context(|| format!("removing {}", links.display()))?;
     kselftest::build::save_left_out(&dest, &left_out)?;
     let sh = project::shell()?;
     let sizes = xshell::cmd!(sh, "du -sh {out}/kernels {dest}").read()?;

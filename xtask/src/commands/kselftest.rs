@@ -57,7 +57,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         &source,
         (boot.config, boot.bundle.as_deref()),
         &targets,
-        &runners,
+        (&runners, &session.run_dir),
     )?;
     kselftest::check_default_set_built(&progs_plan, &left_out)?;
     let lacking = lacking(&args, &source, &targets)?;

@@ -353,8 +353,15 @@ fn run_one(
     let path = run_dir.join(format!("{}.patch", m.id));
     fs::write(&path, mutated).with_context(|| format!("writing {}", path.display()))?;
     let mutant_series = series.with_replaced(m.patch, &path, MUTANT_VARIANT)?;
-    let built = match kernel::build_series(source, mutant_series, (KernelConfig::Lean, args.debug))
-    {
+    // The mutant's own bzImage, booted and then removed: the tree may be
+    // another run's by then.
+    let kept = run_dir.join(format!("{}.bzImage", m.id));
+    let built = match kernel::build_series(
+        source,
+        mutant_series,
+        (KernelConfig::Lean, args.debug),
+        &kept,
+    )? {
         Ok(k) => k,
         Err(e) => {
             let error = format!("{e:#}");
@@ -364,7 +371,9 @@ fn run_one(
         }
     };
     let claim = claim_for(series, m.patch)?;
-    judge_kernel(args, source, &built.bzimage, &claim)
+    let outcome = judge_kernel(args, source, &built.bzimage, &claim);
+    fs::remove_file(&kept).with_context(|| format!("removing {}", kept.display()))?;
+    outcome
 }
 
 /// The judge (`--judge`) on one kernel, held to `claim`'s expectations.

@@ -12,6 +12,7 @@ pub mod kconfig;
 pub mod manifest;
 pub mod mirror;
 pub mod progress;
+pub mod seed;
 pub mod series;
 pub mod source;
 pub mod usage;
@@ -260,9 +261,24 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let jobs = args.jobs;
     let mut kernels = Vec::new();
+    let mut before: Option<seed::Built> = None;
     for spec in specs {
         let tree = trees.prepare(&spec.flavor)?;
+        let path = tree.path.clone();
+        let variant = match &spec.flavor {
+            Flavor::Variant(v) => series.variant(v),
+            Flavor::Base => None,
+        };
+        if let (Some(b), Some(v)) = (&before, variant) {
+            let touched = series.upto(v).touched_files();
+            seed::from_earlier(b, (spec, v.patches), &path, &touched)?;
+        }
         kernels.push(build_one(spec, tree, &cache, jobs)?);
+        before = Some(seed::Built {
+            spec,
+            tree: path,
+            patches: variant.map_or(0, |v| v.patches),
+        });
     }
     let manifest = Manifest {
         cache_dir: cache.root().to_path_buf(),
@@ -282,21 +298,28 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
 
 /// Builds the one variant of `series`, a series of the caller's making
 /// (a mutant's: `Series::with_replaced`), in its own tree like any
-/// variant, so it rebuilds incrementally from the last one. The cache's
-/// manifest is left alone: it lists the project's kernels.
+/// variant, so it rebuilds incrementally from the last one. The bzImage
+/// is copied to `keep` before the tree is let go, and the returned info
+/// names the copy: another run may build its own series in the tree as
+/// soon as it is free, and the caller boots what it built. The inner
+/// error is the series' (it does not apply or build); the outer one the
+/// cache's. The cache's manifest is left alone: it lists the project's
+/// kernels.
 pub fn build_series(
     args: &SourceConfig,
     series: Series,
     config: (KernelConfig, bool),
-) -> Result<KernelInfo> {
-    in_cache(args, || build_one_series(args, series, config))
+    keep: &Path,
+) -> Result<Result<KernelInfo>> {
+    in_cache(args, || build_one_series(args, series, config, keep))
 }
 
 fn build_one_series(
     args: &SourceConfig,
     series: Series,
     (config, debug): (KernelConfig, bool),
-) -> Result<KernelInfo> {
+    keep: &Path,
+) -> Result<Result<KernelInfo>> {
     let Opened {
         series,
         mut cache,
@@ -312,8 +335,16 @@ fn build_one_series(
     };
     let _held = lock_trees(&mut cache, &key, &[spec.flavor.name()])?;
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
-    let tree = trees.prepare(&spec.flavor)?;
-    build_one(&spec, tree, &cache, args.jobs)
+    let built = trees
+        .prepare(&spec.flavor)
+        .and_then(|tree| build_one(&spec, tree, &cache, args.jobs));
+    let Ok(mut built) = built else {
+        return Ok(built);
+    };
+    std::fs::copy(&built.bzimage, keep)
+        .with_context(|| format!("copying {} to {}", built.bzimage.display(), keep.display()))?;
+    built.bzimage = keep.to_path_buf();
+    Ok(Ok(built))
 }
 
 /// Base and patched trees of their own (`<source>/check/`), mirrored and
@@ -518,7 +549,7 @@ fn patch_infos(series: &Series) -> Vec<PatchInfo> {
 fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> Result<KernelInfo> {
     let name = spec.name();
     let build_dir = tree.path.join(spec.build_dir_name());
-    let seeded = seed_from_plain(spec, &tree.path, &build_dir)?;
+    let seeded = seed::from_plain(spec, &tree.path, &build_dir)?;
     let (base, mut fragments) = kconfig::plan(&tree.path, spec.config, spec.debug)?;
     // The developer's, after ours: a later fragment wins.
     fragments.extend(spec.extra.fragments().iter().cloned());
@@ -553,118 +584,9 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
     })
 }
 
-/// A kernel with fragments of the developer's starts as a copy of the
-/// same kernel's plain build (when there is one and it is the first
-/// build): kbuild then rebuilds what the new options reach, not every
-/// object. Whether it copied.
-fn seed_from_plain(spec: &KernelSpec, tree: &Path, build_dir: &Path) -> Result<bool> {
-    if spec.extra.is_empty() || build_dir.exists() {
-        return Ok(false);
-    }
-    let plain = KernelSpec {
-        extra: ExtraConfig::default(),
-        ..spec.clone()
-    };
-    let from = tree.join(plain.build_dir_name());
-    if !from.join("vmlinux").is_file() {
-        return Ok(false);
-    }
-    crate::status!(
-        spec.name(),
-        "starting from {}'s build ({})",
-        plain.name(),
-        from.display()
-    );
-    let tmp = build_dir.with_extension("copying");
-    let _ = std::fs::remove_dir_all(&tmp);
-    let sh = crate::project::shell()?;
-    xshell::cmd!(sh, "cp -a --reflink=auto {from} {tmp}")
-        .quiet()
-        .run()
-        .with_context(|| format!("copying {} to start {}", from.display(), spec.name()))?;
-    rebase_tool_commands(&tmp.join("tools"), &from, build_dir)?;
-    std::fs::rename(&tmp, build_dir)
-        .with_context(|| format!("moving {} into place", tmp.display()))?;
-    Ok(true)
-}
-
-/// The host tools kbuild builds (objtool, resolve_btfids) record their
-/// build directory's absolute path in their `.cmd` files: in a copy,
-/// make would take every command for changed and rebuild them, and with
-/// objtool every object. Pointed at the copy (mtimes kept), they stand.
-fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
-    let (old, new) = (format!("{}/", from.display()), format!("{}/", to.display()));
-    let Some(entries) = crate::util::gone_is_none(std::fs::read_dir(dir))? else {
-        return Ok(());
-    };
-    for entry in entries {
-        let path = entry?.path();
-        if path.is_dir() {
-            rebase_tool_commands(&path, from, to)?;
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "cmd") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if !text.contains(&old) {
-            continue;
-        }
-        let modified = std::fs::metadata(&path)?.modified()?;
-        std::fs::write(&path, text.replace(&old, &new))
-            .with_context(|| format!("rewriting {}", path.display()))?;
-        std::fs::File::options()
-            .write(true)
-            .open(&path)?
-            .set_modified(modified)
-            .with_context(|| format!("keeping the mtime of {}", path.display()))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_copied_builds_tool_commands_point_at_the_copy_with_their_mtimes() {
-        let t = crate::util::tempdir();
-        let (from, to) = (t.join("_build-default"), t.join("_build-default+x-1"));
-        let cmd = to.join("tools/objtool/.check.o.cmd");
-        std::fs::create_dir_all(cmd.parent().unwrap()).unwrap();
-        let text = format!(
-            "cmd := cc -o {0}/tools/objtool/check.o {0}/x\n",
-            from.display()
-        );
-        std::fs::write(&cmd, &text).unwrap();
-        let other = to.join("tools/objtool/check.o");
-        std::fs::write(&other, format!("{}/ binary", from.display())).unwrap();
-        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        std::fs::File::options()
-            .write(true)
-            .open(&cmd)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
-        rebase_tool_commands(&to.join("tools"), &from, &to).unwrap();
-        let got = std::fs::read_to_string(&cmd).unwrap();
-        assert_eq!(
-            got,
-            text.replace(
-                &format!("{}/", from.display()),
-                &format!("{}/", to.display())
-            )
-        );
-        assert_eq!(std::fs::metadata(&cmd).unwrap().modified().unwrap(), old);
-        assert!(
-            std::fs::read_to_string(&other)
-                .unwrap()
-                .starts_with(&from.display().to_string()),
-            "only .cmd files"
-        );
-        std::fs::remove_dir_all(t).unwrap();
-    }
 
     fn names(flavors: &[Flavor]) -> Vec<&str> {
         flavors.iter().map(Flavor::name).collect()

@@ -359,8 +359,8 @@ pub fn modules(
 /// `out` but the modules, and that kernel's own modules (test_progs loads
 /// them from its working directory). A test_progs flavor changes into its
 /// own subdirectory (`no_alu32/`, `cpuv4/`), made the same way.
-pub fn run_dir(work: &Path, out: &Path, kernel: &str, modules: &[PathBuf]) -> Result<PathBuf> {
-    let dir = work.join("run").join(kernel);
+pub fn run_dir(runs_in: &Path, out: &Path, kernel: &str, modules: &[PathBuf]) -> Result<PathBuf> {
+    let dir = runs_in.join("run").join(kernel);
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     }

@@ -108,12 +108,14 @@ pub fn describe_progs(left_out: &LeftOut) -> String {
 }
 
 /// Builds test_progs once and the test modules for each kernel, with the
-/// cache locked; returns each kernel's directory to run test_progs in.
+/// cache locked; returns each kernel's directory to run test_progs in,
+/// made under `runs_in` (the run's own directory: two runs at once each
+/// boot their own, and neither removes the other's).
 pub fn build_for(
     source: &SourceConfig,
     (config, bundle): (KernelConfig, Option<&Path>),
     targets: &[Target],
-    runners: &[Runner],
+    (runners, runs_in): (&[Runner], &Path),
 ) -> Result<(Vec<PathBuf>, LeftOut)> {
     if let Some(bundle) = bundle {
         return from_bundle(bundle, config, targets);
@@ -169,7 +171,7 @@ pub fn build_for(
         .iter()
         .map(|k| {
             let modules = build::modules(&work, &btf.tree, k, jobs)?;
-            build::run_dir(&work, &built.out, &k.name, &modules)
+            build::run_dir(runs_in, &built.out, &k.name, &modules)
         })
         .collect::<Result<_>>()?;
     Ok((dirs, built.left_out))
