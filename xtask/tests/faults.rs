@@ -1144,9 +1144,29 @@ fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
     let dir = tempdir("stale-sample");
     let file = dir.join("SAMPLE");
     fs::write(&file, format!("{id}  {other}  said to fall to {other}\n")).unwrap();
-    let (code, text) = run(&["mutants", "--sample-file", file.to_str().unwrap()]);
+    // --fresh: judged here, not taken from the ledger.
+    let (code, text) = run(&[
+        "mutants",
+        "--sample-file",
+        file.to_str().unwrap(),
+        "--fresh",
+    ]);
     fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, TESTS_FAILED, "{text}");
+    // The line's test first, alone, then the whole plan, after its
+    // control.
+    assert!(
+        text.contains(&format!("[control] patched unmutated: {other} passed")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("[judge] {other} did not kill it: the whole plan")),
+        "{text}"
+    );
+    assert!(
+        text.contains("[control] patched unmutated: every test passed"),
+        "{text}"
+    );
     assert!(text.contains("mutants: 1 of 1 killed"), "{text}");
     let miss = format!("FAIL: {}: {id} was killed by {killer} (", file.display());
     assert!(text.contains(&miss), "{miss}: {text}");

@@ -223,6 +223,7 @@ impl ResultSink {
     }
 
     fn emit(&mut self, line: &Line) {
+        let start = matches!(line, Line::Start(_));
         let line = line.to_string();
         if let Some(f) = &self.file {
             if let Err(e) = port::write_line(f, &format!("{line}\n")) {
@@ -233,6 +234,11 @@ impl ResultSink {
         }
         println!("{line}");
         let _ = io::stdout().flush();
+        // On the console too, before the test's own kernel messages: the
+        // host counts a splat after it as the test's.
+        if start {
+            port::drain_stdout();
+        }
     }
 }
 

@@ -58,6 +58,15 @@ pub fn drain(port: &File) {
     unsafe { libc::tcdrain(port.as_raw_fd()) };
 }
 
+/// Waits until what went to stdout has left the UART, when stdout is a
+/// tty (the console): the kernel writes its messages to the console past
+/// the tty's buffer, and a panic's line would overtake a line still in
+/// it (a test's START marker, then found after the panic it caused).
+pub fn drain_stdout() {
+    // SAFETY: tcdrain on stdout; ENOTTY (a file or a pipe) is ignored.
+    unsafe { libc::tcdrain(libc::STDOUT_FILENO) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -208,7 +208,7 @@ fn longest_first<'a>(section: &'a [Step], record: Option<&CiTimes>) -> Vec<&'a S
     };
     let mut order: Vec<&Step> = section.iter().collect();
     order.sort_by(|a, b| seconds(b).total_cmp(&seconds(a)));
-    for (first, then) in TAKEN_BEFORE {
+    for (then, first) in WAITS_FOR {
         let at = |id| order.iter().position(|s| s.id == id);
         if let (Some(f), Some(t)) = (at(first), at(then)) {
             if f > t {
@@ -220,14 +220,15 @@ fn longest_first<'a>(section: &'a [Step], record: Option<&CiTimes>) -> Vec<&'a S
     order
 }
 
-/// Steps the queue takes before another, whatever their times: the
-/// second waits for the first's lock, and taken the other way round it
-/// does the first's work itself while the first's worker waits (in a
-/// cold run kselftest built test_progs, 103 s, and ran, while
-/// kselftest-build's worker waited for them: 188 s).
-const TAKEN_BEFORE: [(&str, &str); 2] = [
-    ("kselftest-build", "kselftest"),
-    ("kselftest-build", "kselftest-verifier"),
+/// Steps that start only when another has ended, as they use what it
+/// builds; the queue takes the other first, whatever their times, and a
+/// worker that comes to a waiting step takes the next one instead. In
+/// cold runs a step that ran test_progs waited on the lock of the step
+/// building it with its worker idle: kselftest 188 s (c328b8f), and
+/// test_verifier's step, new and so taken first, 140 s (7ab00e8).
+const WAITS_FOR: [(&str, &str); 2] = [
+    ("kselftest", "kselftest-build"),
+    ("kselftest-verifier", "kselftest-build"),
 ];
 
 /// The fault tests `names`, and only those.
@@ -706,9 +707,13 @@ fn run_section(
         ctx.logs.display()
     );
     let log = |step: &Step| ctx.logs.join(format!("{}.log", step.id));
+    let waits_for = |step: &&Step| {
+        let (_, first) = WAITS_FOR.iter().find(|(id, _)| *id == step.id)?;
+        queue.iter().position(|s| s.id == *first)
+    };
     let outcomes = workers::on_workers(
         &queue,
-        WORKERS,
+        (WORKERS, waits_for),
         |s| run_step(s, ctx, Some(&log(s))),
         |s, outcome| {
             header(s, ctx);
@@ -1111,7 +1116,7 @@ mod tests {
         let order = longest_first(section, Some(&on_file));
         let secs: Vec<f64> = order
             .iter()
-            .filter(|s| !TAKEN_BEFORE.iter().any(|(first, _)| *first == s.id))
+            .filter(|s| !WAITS_FOR.iter().any(|(_, first)| *first == s.id))
             .filter_map(|s| on_file.steps.iter().find(|t| t.id == s.id))
             .map(|t| t.seconds)
             .collect();

@@ -8,7 +8,9 @@
 //! judge broke) and errors (the host failed) are not counted and fail the
 //! run. The table per patch, the kill rate and every survivor's diff at
 //! the end; with `--sample`, each mutant held to the tests its
-//! CI_SAMPLE line names. `--debug` builds and judges debug kernels.
+//! CI_SAMPLE line names: those run first, alone (and the control runs
+//! them), and the whole plan only when they do not kill it. `--debug`
+//! builds and judges debug kernels.
 
 use std::collections::HashMap;
 use std::fs;
@@ -73,7 +75,7 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     if counted.is_empty() {
         bail!("no mutant to judge: every one chosen is listed in mutants/EQUIVALENT (`--list` shows them)");
     }
-    control(&args, &source, &series, &counted)?;
+    let mut controls = control(&args, &source, &series, (&counted, sample.as_ref()))?;
     let started = Instant::now();
     let ctx = Judging {
         args: &args,
@@ -82,8 +84,9 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
         texts: &texts,
         tests: &tests,
         run_dir: &run_dir,
+        sample: sample.as_ref(),
     };
-    let (outcomes, remembered) = judge_all(&ctx, &chosen, &equivalent)?;
+    let (outcomes, remembered) = judge_all(&ctx, &chosen, &equivalent, &mut controls)?;
     let secs = (started.elapsed().as_secs_f64(), remembered);
     let code = report(&chosen, &outcomes, &run_dir, secs)?;
     let misses = sample
@@ -111,8 +114,8 @@ fn own_series(patches: &std::path::Path) -> bool {
 }
 
 /// What judging the mutants needs: the command's arguments, the source,
-/// the series and its patches' texts, the tests' key and the run's
-/// directory.
+/// the series and its patches' texts, the tests' key, the run's
+/// directory and the sample.
 struct Judging<'a> {
     args: &'a MutantsArgs,
     source: &'a SourceConfig,
@@ -120,6 +123,7 @@ struct Judging<'a> {
     texts: &'a [String],
     tests: &'a str,
     run_dir: &'a std::path::Path,
+    sample: Option<&'a Sample>,
 }
 
 /// Each chosen mutant's outcome (None: equivalent), from the ledger or
@@ -128,9 +132,10 @@ fn judge_all(
     ctx: &Judging,
     chosen: &[Mutant],
     equivalent: &HashMap<String, String>,
+    controls: &mut Controls,
 ) -> Result<(Vec<Option<Outcome>>, f64)> {
-    let (args, source, series, texts) = (ctx.args, ctx.source, ctx.series, ctx.texts);
-    let mut ledger = Ledger::open(&source.cache_dir)?;
+    let (args, texts) = (ctx.args, ctx.texts);
+    let mut ledger = Ledger::open(&ctx.source.cache_dir)?;
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();
     // What the outcomes taken from the ledger took when they were run.
     let mut remembered = 0.0;
@@ -165,7 +170,7 @@ fn judge_all(
                     m.brief()
                 );
                 let t = Instant::now();
-                let o = run_one(args, source, series, m, &mutated, ctx.run_dir)?;
+                let o = run_one(ctx, m, &mutated, controls)?;
                 let secs = t.elapsed().as_secs_f64();
                 eprintln!(
                     "[{}/{}] {}: {} in {secs:.0} s: {}",
@@ -187,45 +192,108 @@ fn judge_all(
     Ok((outcomes, remembered))
 }
 
-/// The judge on each variant the counted mutants are held to, unmutated:
-/// every test must pass (the fuzzer: run clean), or the mutants' outcomes
-/// would say nothing (a host that cannot boot guests kills every mutant).
+/// The judge on each variant the counted mutants are held to, unmutated,
+/// with the tests it runs first on them (`first_tests`; the whole plan
+/// when one of them has none): every test must pass (the fuzzer: run
+/// clean), or the mutants' outcomes would say nothing (a host that
+/// cannot boot guests kills every mutant).
 fn control(
     args: &MutantsArgs,
     source: &SourceConfig,
     series: &Series,
-    counted: &[&Mutant],
-) -> Result<()> {
-    let mut claims: Vec<String> = Vec::new();
-    for m in counted {
-        let claim = claim_for(series, m.patch)?;
-        if !claims.contains(&claim) {
-            claims.push(claim);
+    (counted, sample): (&[&Mutant], Option<&Sample>),
+) -> Result<Controls> {
+    let judged = counted
+        .iter()
+        .map(|m| Ok((claim_for(series, m.patch)?, first_tests(args, sample, m))))
+        .collect::<Result<Vec<_>>>()?;
+    let mut controls = Controls::default();
+    for (claim, tests) in &controlled_tests(judged) {
+        control_one(args, source, series, (claim, tests))?;
+        if tests.is_empty() {
+            controls.whole.push(claim.clone());
         }
     }
+    Ok(controls)
+}
+
+/// Each claim once, in order, with the tests its control runs: every
+/// mutant's first tests, or the whole plan (none) when one of them has
+/// none.
+fn controlled_tests(judged: Vec<(String, Vec<String>)>) -> Vec<(String, Vec<String>)> {
+    let mut claims: Vec<(String, Vec<String>)> = Vec::new();
+    for (claim, first) in judged {
+        match claims.iter_mut().find(|(c, _)| *c == claim) {
+            None => claims.push((claim, first)),
+            Some((_, tests)) if tests.is_empty() || first.is_empty() => tests.clear(),
+            Some((_, tests)) => {
+                for t in first {
+                    if !tests.contains(&t) {
+                        tests.push(t);
+                    }
+                }
+            }
+        }
+    }
+    claims
+}
+
+/// The claims whose unmutated kernel passed the whole plan in this run:
+/// a mutant its first tests do not kill is judged by the whole plan, and
+/// its claim's control is the whole plan too.
+#[derive(Default)]
+struct Controls {
+    whole: Vec<String>,
+}
+
+/// The control of one claim: `tests` (all without any) on its unmutated
+/// kernel.
+fn control_one(
+    args: &MutantsArgs,
+    source: &SourceConfig,
+    series: &Series,
+    (claim, tests): (&str, &[String]),
+) -> Result<()> {
     let specs = kernel::specs_for(
-        &claims,
+        &[claim.to_string()],
         series,
         (KernelConfig::Lean, args.debug),
         &ExtraConfig::default(),
     )?;
     let manifest = kernel::build(source, &specs)?;
-    for (claim, built) in claims.iter().zip(&manifest.kernels) {
-        let t = Instant::now();
-        let o = judge_kernel(args, source, &built.bzimage, claim)?;
-        if o != Outcome::Survived {
-            bail!(
-                "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; run `cargo xtask vmtest --kernel {claim}` to see why",
-                o.word(),
-                o.detail()
-            );
-        }
-        eprintln!(
-            "[control] {claim} unmutated: every test passed in {:.0} s",
-            t.elapsed().as_secs_f64()
+    let t = Instant::now();
+    let o = judge_kernel(args, source, &manifest.kernels[0].bzimage, (claim, tests))?;
+    if o != Outcome::Survived {
+        bail!(
+            "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; run `cargo xtask vmtest --kernel {claim}` to see why",
+            o.word(),
+            o.detail()
         );
     }
+    let which = if tests.is_empty() {
+        "every test".to_string()
+    } else {
+        tests.join(", ").to_uppercase()
+    };
+    eprintln!(
+        "[control] {claim} unmutated: {which} passed in {:.0} s",
+        t.elapsed().as_secs_f64()
+    );
     Ok(())
+}
+
+/// The plan tests the judge runs first on `m`: its sample line's, whose
+/// kill is what the sample holds (found in seconds rather than after the
+/// tests before them); none (the whole plan at once) without a sample
+/// line, or for the fuzzer.
+fn first_tests(args: &MutantsArgs, sample: Option<&Sample>, m: &Mutant) -> Vec<String> {
+    if args.judge != MutantJudge::Plan {
+        return Vec::new();
+    }
+    sample
+        .and_then(|s| s.entries.iter().find(|e| e.id == m.id))
+        .map(|e| e.killers.clone())
+        .unwrap_or_default()
 }
 
 /// What besides the mutated series keys an outcome in the ledger: the
@@ -342,14 +410,8 @@ fn claim_for(series: &Series, index: usize) -> Result<String> {
 }
 
 /// Builds one mutant's kernel and runs the plan on it.
-fn run_one(
-    args: &MutantsArgs,
-    source: &SourceConfig,
-    series: &Series,
-    m: &Mutant,
-    mutated: &str,
-    run_dir: &std::path::Path,
-) -> Result<Outcome> {
+fn run_one(ctx: &Judging, m: &Mutant, mutated: &str, controls: &mut Controls) -> Result<Outcome> {
+    let (args, source, series, run_dir) = (ctx.args, ctx.source, ctx.series, ctx.run_dir);
     let path = run_dir.join(format!("{}.patch", m.id));
     fs::write(&path, mutated).with_context(|| format!("writing {}", path.display()))?;
     let mutant_series = series.with_replaced(m.patch, &path, MUTANT_VARIANT)?;
@@ -371,9 +433,36 @@ fn run_one(
         }
     };
     let claim = claim_for(series, m.patch)?;
-    let outcome = judge_kernel(args, source, &built.bzimage, &claim);
+    let first = first_tests(args, ctx.sample, m);
+    let outcome = judge_first(ctx, (&built.bzimage, &claim), &first, controls);
     fs::remove_file(&kept).with_context(|| format!("removing {}", kept.display()))?;
     outcome
+}
+
+/// The judge on a mutant's kernel: `first` alone, and the whole plan
+/// only when they do not kill it (after the whole plan's control on the
+/// claim, once a run), so that "survived" is always the whole plan's.
+fn judge_first(
+    ctx: &Judging,
+    (bzimage, claim): (&std::path::Path, &str),
+    first: &[String],
+    controls: &mut Controls,
+) -> Result<Outcome> {
+    if !first.is_empty() {
+        let o = judge_kernel(ctx.args, ctx.source, bzimage, (claim, first))?;
+        if o != Outcome::Survived {
+            return Ok(o);
+        }
+        eprintln!(
+            "[judge] {} did not kill it: the whole plan",
+            first.join(", ").to_uppercase()
+        );
+        if !controls.whole.iter().any(|c| c == claim) {
+            control_one(ctx.args, ctx.source, ctx.series, (claim, &[]))?;
+            controls.whole.push(claim.to_string());
+        }
+    }
+    judge_kernel(ctx.args, ctx.source, bzimage, (claim, &[]))
 }
 
 /// The judge (`--judge`) on one kernel, held to `claim`'s expectations.
@@ -381,7 +470,7 @@ fn judge_kernel(
     args: &MutantsArgs,
     source: &SourceConfig,
     bzimage: &std::path::Path,
-    claim: &str,
+    (claim, tests): (&str, &[String]),
 ) -> Result<Outcome> {
     if args.judge == MutantJudge::Fuzz {
         return fuzz_mutant(args, source, bzimage, claim);
@@ -404,7 +493,7 @@ fn judge_kernel(
         max_failures: None,
         share: None,
         stall: None,
-        filters: Vec::new(),
+        filters: tests.to_vec(),
     })?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
     let failure = plan.vm_failures.first();
@@ -539,4 +628,36 @@ fn report(
     } else {
         ExitCode::from(EXIT_TESTS_FAILED)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(rows: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        rows.iter()
+            .map(|(c, t)| (c.to_string(), t.iter().map(|t| t.to_string()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn a_claims_control_runs_its_mutants_first_tests_or_the_whole_plan_when_one_has_none() {
+        let got = controlled_tests(judged(&[
+            ("patched", &["t03"]),
+            ("direct", &["t02"]),
+            ("patched", &["t06", "t09"]),
+            ("patched", &["t03"]),
+            ("prefault", &["t29"]),
+            ("prefault", &[]),
+            ("prefault", &["t18"]),
+        ]));
+        assert_eq!(
+            got,
+            judged(&[
+                ("patched", &["t03", "t06", "t09"]),
+                ("direct", &["t02"]),
+                ("prefault", &[]),
+            ])
+        );
+    }
 }
