@@ -80,7 +80,11 @@ pub fn steps(args: &CiArgs, xtask: &str) -> Vec<Step> {
     if !args.no_faults {
         let mut faults = booting_tests("faults", "fault tests (builds and the cache)", "faults");
         faults.args.push("--exact".into());
-        for name in GUEST_FAULTS.iter().chain(&BUILDING_FAULTS) {
+        for name in GUEST_FAULTS
+            .iter()
+            .chain(&OWN_CACHE_FAULTS)
+            .chain(&MUTANT_FAULTS)
+        {
             faults.args.extend(["--skip".into(), name.to_string()]);
         }
         steps.push(faults);
@@ -106,23 +110,28 @@ const GUEST_FAULTS: [&str; 10] = [
     "missing_qemu_is_reported_before_any_long_step",
 ];
 
-/// The fault tests that touch none of the trees the other queued steps
-/// build in, or only as any run may: a cache of their own (a full disk,
-/// a patch that does not apply), the control of mutants, the check
-/// trees, and mutants of their own in the `mutant` tree, which they take
-/// in turn with the mutants step (each boots a copy of its mutant's
-/// bzImage, made before the tree is let go). They run queued.
-const BUILDING_FAULTS: [&str; 6] = [
+/// The fault tests with caches or trees of their own, none of the
+/// kernels' trees: a full disk and a patch that does not apply (each in
+/// a cache of its own), and the maintainer's gates (the check trees).
+/// They run queued, beside test_progs' build (`FREE_OF_KERNEL_TREES`).
+const OWN_CACHE_FAULTS: [&str; 3] = [
     "a_full_cache_is_one_line_and_the_next_run_with_space_recovers",
     "patch_that_does_not_apply_is_named_and_nothing_is_applied",
-    "mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control",
     "a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate",
+];
+
+/// The fault tests of mutants: the control on a host that cannot boot
+/// guests, and mutants of their own in the `mutant` tree, which they
+/// take in turn with the mutants step (each boots a copy of its
+/// mutant's bzImage, made before the tree is let go). They run queued.
+const MUTANT_FAULTS: [&str; 3] = [
+    "mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control",
     "a_mutant_that_does_not_build_fails_the_run_unjudged",
     "a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run",
 ];
 
 /// The suites of the lean kernels, queued: the patch checks, mutants,
-/// the fault tests of `BUILDING_FAULTS` and `GUEST_FAULTS`, fuzz, the
+/// the fault tests of `OWN_CACHE_FAULTS`, `MUTANT_FAULTS` and `GUEST_FAULTS`, fuzz, the
 /// developer flags' tests, vmtest per kernel, the share tests, the BPF
 /// tree's selftests and the bench. Their order here is the summary's;
 /// the queue runs them longest first (`longest_first`).
@@ -143,8 +152,9 @@ fn queued(xt: &XtStep) -> Vec<Step> {
         named_faults(
             "building-faults",
             "fault tests (own caches)",
-            &BUILDING_FAULTS,
+            &OWN_CACHE_FAULTS,
         ),
+        named_faults("mutant-faults", "fault tests (mutants)", &MUTANT_FAULTS),
         fuzz(xt, "fuzz", "fuzz base and every variant", "all", false),
         booting_tests(
             "devflags",
@@ -208,28 +218,40 @@ fn longest_first<'a>(section: &'a [Step], record: Option<&CiTimes>) -> Vec<&'a S
     };
     let mut order: Vec<&Step> = section.iter().collect();
     order.sort_by(|a, b| seconds(b).total_cmp(&seconds(a)));
-    for (then, first) in WAITS_FOR {
-        let at = |id| order.iter().position(|s| s.id == id);
-        if let (Some(f), Some(t)) = (at(first), at(then)) {
-            if f > t {
-                let step = order.remove(f);
-                order.insert(t, step);
-            }
-        }
+    if let Some(at) = order.iter().position(|s| s.id == TEST_PROGS_BUILD) {
+        let step = order.remove(at);
+        order.insert(0, step);
     }
     order
 }
 
-/// Steps that start only when another has ended, as they use what it
-/// builds; the queue takes the other first, whatever their times, and a
-/// worker that comes to a waiting step takes the next one instead. In
-/// cold runs a step that ran test_progs waited on the lock of the step
-/// building it with its worker idle: kselftest 188 s (c328b8f), and
-/// test_verifier's step, new and so taken first, 140 s (7ab00e8).
-const WAITS_FOR: [(&str, &str); 2] = [
-    ("kselftest", "kselftest-build"),
-    ("kselftest-verifier", "kselftest-build"),
-];
+/// test_progs' build, queued: it holds every kernel's tree while it
+/// builds (the test modules are built against each kernel), 140-155 s
+/// cold, so the queue takes it first and the queued steps that use a
+/// kernel's tree start when it has ended (`waits_for`): in cold runs
+/// they had waited on its locks with their workers idle (kselftest
+/// 188 s at c328b8f, mutants about 136 s at cb6b316).
+const TEST_PROGS_BUILD: &str = "kselftest-build";
+
+/// The queued steps that use no kernel's tree, which run beside
+/// test_progs' build: the patch checks (the check trees) and the fault
+/// tests with caches of their own.
+const FREE_OF_KERNEL_TREES: [&str; 2] = ["patches", "building-faults"];
+
+/// The steps a queued step starts after, the first of them in the queue:
+/// the mutants' fault tests after the mutants step, whose tree they
+/// build in (beside it they took turns with it, each waiting with its
+/// worker idle: the fault tests' step took 463 s at cb6b316, 270 s
+/// before), and every step that uses a kernel's tree after test_progs'
+/// build.
+fn waits_for(step: &Step) -> &'static [&'static str] {
+    match step.id {
+        TEST_PROGS_BUILD => &[],
+        id if FREE_OF_KERNEL_TREES.contains(&id) => &[],
+        "mutant-faults" => &["mutants", TEST_PROGS_BUILD],
+        _ => &[TEST_PROGS_BUILD],
+    }
+}
 
 /// The fault tests `names`, and only those.
 fn named_faults(id: &'static str, name: &'static str, names: &[&str]) -> Step {
@@ -707,13 +729,14 @@ fn run_section(
         ctx.logs.display()
     );
     let log = |step: &Step| ctx.logs.join(format!("{}.log", step.id));
-    let waits_for = |step: &&Step| {
-        let (_, first) = WAITS_FOR.iter().find(|(id, _)| *id == step.id)?;
-        queue.iter().position(|s| s.id == *first)
+    let after = |step: &&Step| {
+        waits_for(step)
+            .iter()
+            .find_map(|first| queue.iter().position(|s| s.id == *first))
     };
     let outcomes = workers::on_workers(
         &queue,
-        (WORKERS, waits_for),
+        (WORKERS, after),
         |s| run_step(s, ctx, Some(&log(s))),
         |s, outcome| {
             header(s, ctx);
@@ -1034,6 +1057,7 @@ mod tests {
                 "patches",
                 "mutants",
                 "building-faults",
+                "mutant-faults",
                 "fuzz",
                 "devflags",
                 "vmtest-base",
@@ -1087,24 +1111,12 @@ mod tests {
                 .collect(),
             total_seconds: 3000.0,
         };
+        // test_progs' build first, whatever the record says, then the
+        // step the record lacks, then the longest.
         let order = ids_of(&longest_first(section, Some(&record)));
         assert_eq!(
             &order[..3],
-            ["devflags", "mutants", "kselftest-build"],
-            "{order:?}"
-        );
-        // test_progs' build before the step that runs it, even when the
-        // record times the run longer.
-        let mut slow_run = record.clone();
-        for t in &mut slow_run.steps {
-            if t.id == "kselftest" {
-                t.seconds = 900.0;
-            }
-        }
-        let order = ids_of(&longest_first(section, Some(&slow_run)));
-        assert_eq!(
-            &order[..4],
-            ["devflags", "kselftest-build", "kselftest", "mutants"],
+            ["kselftest-build", "devflags", "mutants"],
             "{order:?}"
         );
         assert_eq!(order.len(), section.len());
@@ -1116,11 +1128,36 @@ mod tests {
         let order = longest_first(section, Some(&on_file));
         let secs: Vec<f64> = order
             .iter()
-            .filter(|s| !WAITS_FOR.iter().any(|(_, first)| *first == s.id))
+            .filter(|s| s.id != TEST_PROGS_BUILD)
             .filter_map(|s| on_file.steps.iter().find(|t| t.id == s.id))
             .map(|t| t.seconds)
             .collect();
         assert!(secs.windows(2).all(|w| w[0] >= w[1]), "{secs:?}");
+    }
+
+    #[test]
+    fn steps_on_kernel_trees_start_after_test_progs_build_and_mutant_faults_after_mutants() {
+        let s = steps(&args(), "/x/xtask");
+        let of = |id: &str| {
+            let step = s
+                .iter()
+                .find(|s| s.id == id)
+                .unwrap_or_else(|| panic!("{id}"));
+            waits_for(step).to_vec()
+        };
+        for free in FREE_OF_KERNEL_TREES.iter().chain([&TEST_PROGS_BUILD]) {
+            assert!(of(free).is_empty(), "{free}");
+        }
+        for id in [
+            "mutants",
+            "fuzz",
+            "vmtest-base",
+            "kselftest",
+            "kselftest-verifier",
+        ] {
+            assert_eq!(of(id), [TEST_PROGS_BUILD], "{id}");
+        }
+        assert_eq!(of("mutant-faults"), ["mutants", TEST_PROGS_BUILD]);
     }
 
     fn ids_of(steps: &[&Step]) -> Vec<&'static str> {
@@ -1149,26 +1186,36 @@ mod tests {
     #[test]
     fn the_fault_tests_are_split_between_the_lanes_and_the_end_exactly() {
         let all = booting_test_names("faults");
-        let in_lanes = GUEST_FAULTS.len() + BUILDING_FAULTS.len();
-        assert!(all.len() > in_lanes, "{all:?}");
-        for name in GUEST_FAULTS.iter().chain(&BUILDING_FAULTS) {
+        let queued = || {
+            GUEST_FAULTS
+                .iter()
+                .chain(&OWN_CACHE_FAULTS)
+                .chain(&MUTANT_FAULTS)
+        };
+        assert!(all.len() > queued().count(), "{all:?}");
+        for name in queued() {
             assert!(all.iter().any(|n| n == name), "no fault test {name}");
         }
         let s = steps(&args(), "/x/xtask");
         let step = |id| s.iter().find(|s| s.id == id).unwrap().args.clone();
-        let (guests, building) = (step("guest-faults"), step("building-faults"));
+        let named = [
+            step("guest-faults"),
+            step("building-faults"),
+            step("mutant-faults"),
+        ];
         let rest = step("faults");
-        for a in [&guests, &building, &rest] {
+        for a in named.iter().chain([&rest]) {
             assert!(a.contains(&"--exact".into()), "{a:?}");
         }
-        // Each test runs in exactly one of the three steps.
+        // Each test runs in exactly one of the four steps.
         for name in &all {
             let skipped = rest.windows(2).any(|w| w[0] == "--skip" && &w[1] == name);
-            let runs = [guests.contains(name), building.contains(name), !skipped];
+            let mut runs: Vec<bool> = named.iter().map(|a| a.contains(name)).collect();
+            runs.push(!skipped);
             assert_eq!(
                 runs.iter().filter(|r| **r).count(),
                 1,
-                "{name}: in guest-faults, building-faults, faults: {runs:?}"
+                "{name}: in guest-faults, building-faults, mutant-faults, faults: {runs:?}"
             );
         }
     }
