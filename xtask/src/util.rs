@@ -25,6 +25,16 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))
 }
 
+/// Gives `path` the modification time `time`: what make compares, set
+/// where a copy or a rewrite must keep, or take on, another file's.
+pub fn set_mtime(path: &Path, time: std::time::SystemTime) -> Result<()> {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(time))
+        .with_context(|| format!("setting the mtime of {}", path.display()))
+}
+
 /// A result whose "not found" error is `None`: for files that may be gone,
 /// a state rather than a failure.
 pub fn gone_is_none<T>(r: std::io::Result<T>) -> std::io::Result<Option<T>> {

@@ -394,8 +394,8 @@ pub const CI_RUNNERS: &str = "test_progs,test_verifier";
 /// The kernels test_verifier runs on in CI: base, and 0001 as merged,
 /// the one patch of the series outside the fault handlers. The later
 /// variants change only what a fault on a mapped map page runs, which
-/// no test_verifier test reaches (it maps no map); on each of them it
-/// cost 30-44 s of guest time in a CI run (2026-12-05). `cargo xtask
+/// no test_verifier test reaches (it maps no map); on them it cost 21,
+/// 29 and 30 s of guest time in a CI run (2026-12-05). `cargo xtask
 /// kselftest --kernel all --runner test_verifier` runs it on all five.
 const VERIFIER_KERNELS: &str = "base,patched";
 

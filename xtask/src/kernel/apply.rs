@@ -127,11 +127,7 @@ fn keep_mtimes_of_unchanged(tree: &Path, before: &Snapshot) -> Result<()> {
             continue;
         };
         if Sha256::digest(&body).as_slice() == digest.as_slice() {
-            fs::File::options()
-                .write(true)
-                .open(&path)
-                .and_then(|file| file.set_modified(*mtime))
-                .with_context(|| format!("restoring the mtime of {}", path.display()))?;
+            crate::util::set_mtime(&path, *mtime)?;
         }
     }
     Ok(())

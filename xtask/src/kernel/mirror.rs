@@ -258,11 +258,7 @@ fn link_or_copy(src: &Path, dst: &Path) -> Result<()> {
         // a tree we do not own): copy.
         Err(err) if matches!(err.raw_os_error(), Some(libc::EXDEV) | Some(libc::EPERM)) => {
             fs::copy(src, dst).with_context(|| format!("copying {}", src.display()))?;
-            let mtime = fs::metadata(src)?.modified()?;
-            fs::File::options()
-                .write(true)
-                .open(dst)?
-                .set_modified(mtime)?;
+            crate::util::set_mtime(dst, fs::metadata(src)?.modified()?)?;
             Ok(())
         }
         Err(err) => {

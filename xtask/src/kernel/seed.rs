@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 
 use super::{ExtraConfig, Flavor, KernelSpec};
+use crate::util::set_mtime;
 
 /// A kernel with fragments of the developer's starts as a copy of the
 /// same kernel's plain build (when there is one and it is the first
@@ -103,19 +104,18 @@ fn align_mtimes(from: &Path, tree: &Path, touched: &[String]) -> Result<Vec<Stri
             continue;
         }
         let other = from.join(file);
-        let same = crate::util::gone_is_none(fs::read(&other))?
-            .is_some_and(|body| fs::read(&path).is_ok_and(|mine| mine == body));
+        let read = |p: &Path| fs::read(p).with_context(|| format!("reading {}", p.display()));
+        let same = match crate::util::gone_is_none(fs::read(&other))? {
+            Some(body) => read(&path)? == body,
+            None => false,
+        };
         let mtime = if same {
             fs::metadata(&other)?.modified()?
         } else {
             newer.push(file.clone());
             now
         };
-        fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(mtime))
-            .with_context(|| format!("setting the mtime of {}", path.display()))?;
+        set_mtime(&path, mtime)?;
     }
     Ok(newer)
 }
@@ -161,11 +161,7 @@ fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
         let modified = std::fs::metadata(&path)?.modified()?;
         std::fs::write(&path, text.replace(&old, &new))
             .with_context(|| format!("rewriting {}", path.display()))?;
-        std::fs::File::options()
-            .write(true)
-            .open(&path)?
-            .set_modified(modified)
-            .with_context(|| format!("keeping the mtime of {}", path.display()))?;
+        set_mtime(&path, modified)?;
     }
     Ok(())
 }
@@ -188,12 +184,7 @@ mod tests {
         let other = to.join("tools/objtool/check.o");
         std::fs::write(&other, format!("{}/ binary", from.display())).unwrap();
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        std::fs::File::options()
-            .write(true)
-            .open(&cmd)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        set_mtime(&cmd, old).unwrap();
         rebase_tool_commands(&to.join("tools"), &from, &to).unwrap();
         let got = std::fs::read_to_string(&cmd).unwrap();
         assert_eq!(
@@ -222,12 +213,7 @@ mod tests {
             let p = dir.join(file);
             fs::create_dir_all(p.parent().unwrap()).unwrap();
             fs::write(&p, body).unwrap();
-            fs::File::options()
-                .write(true)
-                .open(&p)
-                .unwrap()
-                .set_modified(old)
-                .unwrap();
+            set_mtime(&p, old).unwrap();
         };
         write(&from, "include/linux/bpf.h", "same");
         write(&from, "kernel/bpf/arraymap.c", "0001");
@@ -242,12 +228,7 @@ mod tests {
         )
         .unwrap();
         let later = SystemTime::now() - std::time::Duration::from_secs(60);
-        fs::File::options()
-            .write(true)
-            .open(tree.join("include/linux/bpf.h"))
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        set_mtime(&tree.join("include/linux/bpf.h"), later).unwrap();
         let touched: Vec<String> = [
             "include/linux/bpf.h",
             "kernel/bpf/arena.c",
