@@ -1,10 +1,10 @@
 //! Guest selftests for "bpf: Populate mmap-able array map memory lazily".
 //!
 //! The same binary runs on the base kernel (eager `remap_vmalloc_range()`)
-//! and on the patched kernel (pages faulted in by a `.fault` vm_op); the
-//! runner is told which one it is and each test asserts the matching side.
-//! The cases T01-T28, with what each expects on either kernel and the
-//! functions that implement it, are in `docs/TEST-PLAN.md`.
+//! and on each variant of the series (pages faulted in by a `.fault`
+//! vm_op); the runner is told which one it is and each test asserts that
+//! kernel's side. The cases T01-T40, with what each expects on every
+//! kernel and the functions that implement it, are in `docs/TEST-PLAN.md`.
 
 pub mod asm;
 pub mod child;

@@ -29,20 +29,22 @@ pub enum Command {
     /// variant of the series (patched, prefault, ...), or the debug kernels.
     BuildKernel(BuildKernelArgs),
     /// Boot each kernel under QEMU and run the test plan's selftests in the
-    /// guest (T01-T39, exact expectations per kernel).
+    /// guest (T01-T40, exact expectations per kernel).
     Vmtest(VmtestArgs),
     /// The series through checkpatch --strict, git am, W=1 and sparse.
     CheckPatches(CheckPatchesArgs),
     /// Run a host command (or a shell) in the test VM, the host shared in.
     Run(RunArgs),
-    /// The BPF tree's own test_progs, built from the tree under test, on
-    /// each kernel; fails on a test that fails only on a variant.
+    /// The BPF tree's own selftests (BPF CI's five runners), built from the
+    /// tree under test, on each kernel; fails on a test that fails only on
+    /// a variant.
     Kselftest(KselftestArgs),
     /// Reproduce the seed's timing table on each kernel, side by side.
     Bench(BenchArgs),
     /// Everything CI runs: fmt, clippy, unit tests, workflow lint, patch
-    /// checks, the kernels and test_progs, vmtest and kselftest on every
-    /// kernel (and the debug ones), the fault and share tests, bench.
+    /// checks, the kernels and test_progs, vmtest and test_progs on every
+    /// kernel, mutants, the fuzzer, the fault, share and developer-flag
+    /// tests, the bench gate (the debug kernels with --debug).
     Ci(CiArgs),
     /// Pack what ci's test steps need (bzImages, test_progs run
     /// directories) apart from the cache, for a CI workflow's test jobs.
@@ -237,7 +239,7 @@ pub struct MutantsArgs {
     #[arg(long, value_name = "N")]
     pub patch: Option<String>,
     /// Only mutants whose id contains one of these (comma-separated), e.g.
-    /// `0002.37`, `cmp`.
+    /// `0004.100`, `cmp`.
     #[arg(long, value_delimiter = ',', value_name = "TEXT")]
     pub filter: Vec<String>,
     /// Only the mutants of mutants/CI_SAMPLE (what ci runs), each held to
@@ -523,7 +525,8 @@ pub struct CiArgs {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CacheArgs {
-    /// The cache (default: $BPFLAB_CACHE, else ~/.cache/bpflab).
+    /// The cache (default: $BPFLAB_CACHE, then $XDG_CACHE_HOME/bpflab, then
+    /// ~/.cache/bpflab).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// The series whose kernels `--prune` keeps (with base and mutant).
