@@ -11,6 +11,8 @@ mod ci_times;
 mod cli;
 mod commands;
 mod config_file;
+#[cfg(test)]
+mod docs_claims;
 mod fresh_root;
 mod fuzz;
 mod host_noise;
