@@ -330,6 +330,14 @@ pub fn ensure_boot(source: &crate::kernel::SourceConfig) -> Result<()> {
     ensure(&deps).context("checking the host tools for building and booting a kernel")
 }
 
+/// The host tools the fuzzer's kernels and its client need.
+pub fn ensure_fuzzer(source: &crate::kernel::SourceConfig) -> Result<()> {
+    let mut deps = kernel_build(source);
+    deps.extend_from_slice(BOOT);
+    deps.extend_from_slice(FUZZ_CLIENT);
+    ensure(&deps).context("checking the host tools for the fuzzer")
+}
+
 /// Set to 1 to never install anything, only report what is missing.
 pub const NO_INSTALL_ENV: &str = "BPFLAB_NO_INSTALL";
 

@@ -19,6 +19,7 @@ mod kernel;
 mod kselftest;
 mod leftovers;
 mod mutants;
+mod plan;
 mod project;
 mod report;
 mod util;

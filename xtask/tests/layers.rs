@@ -17,8 +17,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kernel", "vm", "report", "project", "util", "leftovers"],
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
-    ("mutants", &["kernel", "report", "project", "util"]),
-    ("fuzz", &["kernel", "project", "util"]),
+    (
+        "mutants",
+        &["plan", "fuzz", "kernel", "vm", "report", "project", "util"],
+    ),
+    (
+        "plan",
+        &["kernel", "vm", "report", "project", "util", "leftovers"],
+    ),
+    ("fuzz", &["kernel", "vm", "report", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["ci_times", "project", "util"]),
     ("ci_times", &["kernel", "project", "util"]),

@@ -5,9 +5,10 @@
 //! from the seed up to the last progress the guest reported (the
 //! generator reads only the model's structure, the same on every
 //! kernel). The guest program is `vm-images/fuzz`; the skeleton client
-//! it runs is built here (`client`, `tools`). The command is
-//! `commands/fuzz.rs`.
+//! it runs is built here (`client`, `tools`); `campaign` runs the fuzzer
+//! on a run's kernels and judges each.
 
+pub mod campaign;
 pub mod client;
 pub mod records;
 pub mod tools;

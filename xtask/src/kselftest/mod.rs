@@ -2,9 +2,11 @@
 //! test, run in the guest of each kernel over the share, and compared
 //! base against patched (`compare.rs`). A test that fails only on a
 //! patched kernel is a regression; one that fails on base too is listed,
-//! not held against the series. The command is `commands/kselftest.rs`.
+//! not held against the series. `campaign` runs the suite on a run's
+//! kernels (`selection` chooses the tests), `verdict` concludes.
 
 pub mod build;
+pub mod campaign;
 pub mod compare;
 pub mod guest;
 pub mod leftout;
@@ -12,6 +14,8 @@ pub mod lists;
 pub mod others;
 pub mod parse;
 pub mod runner;
+pub mod selection;
+pub mod verdict;
 
 use std::fs;
 use std::path::{Path, PathBuf};

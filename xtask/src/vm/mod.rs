@@ -1,8 +1,7 @@
 //! From built kernels to a guest's report: the kernels of a run
 //! (`targets`), the guest image, the QEMU arguments, running QEMU and
 //! watching its console, the session that boots each kernel, and the pure
-//! judgement of what came back (`judge`). `selection` chooses vmtest's
-//! tests.
+//! judgement of what came back (`judge`).
 
 pub mod accel;
 pub mod console;
@@ -13,7 +12,6 @@ pub mod process;
 pub mod qemu;
 pub mod relay;
 pub mod schedule;
-pub mod selection;
 pub mod session;
 pub mod share;
 pub mod symbolize;

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use super::guest_image;
+use crate::vm::guest_image;
 
 pub fn check_filters(filters: &[String]) -> Result<()> {
     for f in filters {
