@@ -4,6 +4,7 @@
 //! judgement of what came back (`judge`).
 
 pub mod accel;
+pub mod command;
 pub mod console;
 pub mod gdb;
 pub mod guest_image;
@@ -16,4 +17,5 @@ pub mod session;
 pub mod share;
 pub mod symbolize;
 pub mod targets;
+pub mod terminal;
 pub mod virtiofsd;
