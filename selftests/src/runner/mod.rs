@@ -249,7 +249,7 @@ pub fn one_line(msg: &str) -> String {
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
         .collect::<Vec<_>>()
-        .join(" | ");
+        .join(guest_common::protocol::LINE_BREAK);
     let clean: String = joined
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -435,7 +435,7 @@ impl<'a> GuestRun<'a> {
             let splats = find_splats(&k.read_new());
             if !splats.is_empty() {
                 let shown: Vec<_> = splats.iter().take(5).cloned().collect();
-                let report = format!("kernel splat in dmesg: {}", shown.join(" | "));
+                let report = format!("kernel splat in dmesg: {}", shown.join("\n"));
                 outcome = add_failure(outcome, report);
             }
         }

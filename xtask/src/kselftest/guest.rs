@@ -110,7 +110,7 @@ pub struct KernelResults {
     pub accel: String,
     pub seconds: f64,
     /// test_progs's stderr, last lines.
-    pub stderr_tail: String,
+    pub stderr_tail: Vec<String>,
     pub summary_seen: bool,
     pub status: String,
 }
@@ -208,12 +208,11 @@ impl Resume<'_> {
             "== {}: {name} stopped the guest ({cause}); resuming after it",
             target.name
         );
-        all.results.push(TestResult {
-            name: name.to_string(),
-            status: Status::Crashed,
-            millis: 0,
-            message: crash_message(cause, &ran.outcome),
-        });
+        all.results.push(TestResult::with_lines(
+            name,
+            Status::Crashed,
+            crash_lines(cause, &ran.outcome),
+        ));
         self.done = Some(n);
         true
     }
@@ -225,7 +224,7 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         vm_failure: None,
         accel: String::new(),
         seconds: 0.0,
-        stderr_tail: String::new(),
+        stderr_tail: Vec::new(),
         summary_seen: false,
         status: "?".into(),
     };
@@ -244,7 +243,10 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         let parsed = parse_output(job.runner, &stdout);
         all.accel = ran.accel.name().into();
         all.seconds += ran.outcome.elapsed.as_secs_f64();
-        all.stderr_tail = crate::util::last_lines(&stderr, 8).replace('\n', " | ");
+        all.stderr_tail = crate::util::last_lines(&stderr, 8)
+            .lines()
+            .map(str::to_string)
+            .collect();
         all.status = status_of(&ran);
         all.summary_seen = parsed.summary.is_some();
         let last = parse::last_number(&stdout).max(resume.done.unwrap_or(0));
@@ -288,7 +290,7 @@ fn top_level_names(results: &[TestResult]) -> Vec<String> {
 /// What a crashed test's KTAP diagnostics and JUnit error carry: the
 /// cause, the first splat and what followed it (or the console's last
 /// lines), and the boot's own console log.
-fn crash_message(cause: &str, outcome: &VmOutcome) -> String {
+fn crash_lines(cause: &str, outcome: &VmOutcome) -> Vec<String> {
     let mut parts = vec![cause.to_string()];
     let excerpt: Vec<&String> = match outcome.splat_in_test.split_first() {
         Some((first, after)) => {
@@ -300,7 +302,7 @@ fn crash_message(cause: &str, outcome: &VmOutcome) -> String {
     parts.extend(excerpt.iter().map(|l| l.trim_end().to_string()));
     parts.push(format!("console: {}", outcome.console_log.display()));
     parts.push("the run resumed after it in a new boot".into());
-    parts.join(" | ")
+    parts
 }
 
 /// One boot of a runner; its output files are `<runner>-<kernel>-<boot>.*`.
@@ -385,7 +387,7 @@ mod tests {
             elapsed: std::time::Duration::from_secs(3),
             qemu_stderr: vec![],
         };
-        let m = crash_message("the kernel panicked: Fatal exception", &o);
+        let m = crash_lines("the kernel panicked: Fatal exception", &o).join(" | ");
         assert!(
             m.starts_with("the kernel panicked: Fatal exception | line 3 |"),
             "{m}"
@@ -395,7 +397,7 @@ mod tests {
             "{m}"
         );
         o.splat_in_test = vec!["BUG: unable to handle page fault".into(), "RIP: x".into()];
-        let m = crash_message("the kernel panicked", &o);
+        let m = crash_lines("the kernel panicked", &o).join(" | ");
         assert!(
             m.starts_with("the kernel panicked | first splat: BUG: unable to handle page fault | RIP: x | console:"),
             "{m}"

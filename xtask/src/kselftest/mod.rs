@@ -309,19 +309,17 @@ fn runner_run(
     }
     if !ran.summary_seen {
         let why = ran.vm_failure.as_deref().unwrap_or("the runner stopped");
-        results.push(TestResult {
-            name: runner.name().into(),
-            status: Status::Crashed,
-            millis: 0,
-            message: format!("no summary line (exit status {status}): {why} | {tail}"),
-        });
+        let message = format!("no summary line (exit status {status}): {why}");
+        results.push(
+            TestResult::new(runner.name(), Status::Crashed, 0, message)
+                .with_detail(tail.iter().cloned()),
+        );
     } else if status != "0" && !any_failed {
-        results.push(TestResult {
-            name: runner.name().into(),
-            status: Status::Fail,
-            millis: 0,
-            message: format!("exit status {status} with no failed test | {tail}"),
-        });
+        let message = format!("exit status {status} with no failed test");
+        results.push(
+            TestResult::new(runner.name(), Status::Fail, 0, message)
+                .with_detail(tail.iter().cloned()),
+        );
     }
     let c = Counts::of(&results);
     eprintln!(

@@ -30,12 +30,7 @@ pub(super) fn not_booted(
         .iter()
         .map(String::as_str)
         .chain([judge::CONSOLE_CHECK])
-        .map(|name| TestResult {
-            name: name.to_string(),
-            status: Status::NotRun,
-            millis: 0,
-            message: why.clone(),
-        })
+        .map(|name| TestResult::new(name, Status::NotRun, 0, why.clone()))
         .collect();
     let kr = KernelRun {
         kernel: target.name.clone(),
@@ -97,12 +92,11 @@ fn print_summary(run: &KernelRun, outcome: &VmOutcome) {
             Status::Crashed => "CRASH",
             _ => continue,
         };
-        // A message's " | " parts are its lines (a symbolized splat has
-        // dozens): one per line, under the first.
-        let mut parts = r.message.split(" | ");
-        eprintln!("   {word} {}: {}", r.name, parts.next().unwrap_or_default());
-        for part in parts {
-            eprintln!("        {part}");
+        // The detail (a symbolized splat has dozens of lines) under the
+        // message, a line each.
+        eprintln!("   {word} {}: {}", r.name, r.message);
+        for line in &r.detail {
+            eprintln!("        {line}");
         }
     }
     if c.not_run > 0 {

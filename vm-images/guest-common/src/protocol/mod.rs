@@ -7,7 +7,8 @@
 //! BPFLAB-START <name>                    a test begins (names the culprit
 //!                                        if the kernel dies during it)
 //! BPFLAB-RESULT <name> pass <ms>
-//! BPFLAB-RESULT <name> fail <ms> <message on one line>
+//! BPFLAB-RESULT <name> fail <ms> <message on one line>  (its lines
+//!                                        joined by LINE_BREAK)
 //! BPFLAB-RESULT <name> skip 0 <reason>
 //! BPFLAB-RESULT <name> notrun 0 <why>    the runner stopped early
 //! BPFLAB-BENCH <json>                    one benchmark record
@@ -21,6 +22,10 @@
 mod line;
 
 pub use line::{Detail, Line, Outcome, TestLine, Verdict};
+
+/// What joins a message's lines on its one protocol line; the host
+/// splits them again into the message and its detail.
+pub const LINE_BREAK: &str = " | ";
 
 /// The project's one machine-facing name.
 pub const NAME: &str = "bpflab";
