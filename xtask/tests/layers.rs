@@ -17,7 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kernel", "vm", "report", "project", "util", "leftovers"],
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
-    ("bench", &[]),
+    ("bench", &["kernel", "vm", "report", "project", "util"]),
     ("mutants", &["kernel", "report", "project", "util"]),
     ("fuzz", &["kernel", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),

@@ -11,6 +11,7 @@ pub mod interval;
 pub mod model;
 pub mod plot;
 pub mod records;
+pub mod run;
 pub mod seed;
 pub mod sparse;
 pub mod targets;
