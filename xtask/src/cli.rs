@@ -466,7 +466,7 @@ pub struct BenchArgs {
     /// same from boot to boot; TCG only) or wall. Default: icount under
     /// TCG, wall under KVM.
     #[arg(long, value_enum)]
-    pub clock: Option<crate::report::grid::Clock>,
+    pub clock: Option<crate::bench::grid::Clock>,
     /// Write every row's instructions and faults to docs/bench/icount.json,
     /// the record `--gate` holds runs to (icount only).
     #[arg(long)]

@@ -4,16 +4,18 @@
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
 //! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the work is in the layers below them:
 //! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
-//! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
-//! proof) and `report/` (what the guest said, and what the user reads).
+//! `kselftest/` (the BPF tree's test_progs), `bench/` (the benchmark's
+//! tables, plot, targets and gates), `fresh_root/` (the install proof)
+//! and `report/` (what the guest said, and the test reports the user
+//! reads).
 
+mod bench;
 mod ci_times;
 mod cli;
 mod commands;
 mod config_file;
 mod fresh_root;
 mod fuzz;
-mod host_noise;
 mod hostdeps;
 mod kernel;
 mod kselftest;

@@ -17,6 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kernel", "vm", "report", "project", "util", "leftovers"],
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
+    ("bench", &["kernel", "vm", "report", "project", "util"]),
     (
         "mutants",
         &["plan", "fuzz", "kernel", "vm", "report", "project", "util"],
@@ -29,7 +30,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["ci_times", "project", "util"]),
     ("ci_times", &["kernel", "project", "util"]),
-    ("host_noise", &[]),
     ("workers", &[]),
     ("report", &["project", "util"]),
     ("leftovers", &["project", "util"]),

@@ -1,19 +1,10 @@
-//! Test reports: KTAP per kernel, one JUnit XML file for the run, and the
-//! counts behind the closing `N passed, N failed` line.
+//! Test results: the results channel read (`protocol`; the benchmark's
+//! records pass through it unparsed), skips held to their allowlist
+//! (`skips`), and the reports: KTAP per kernel, one JUnit XML file for
+//! the run, and the counts behind the closing `N passed, N failed` line.
 
-pub mod bench;
-pub mod fill;
-pub mod gate;
-pub mod grid;
-pub mod interval;
-pub mod model;
-pub mod plot;
 pub mod protocol;
-pub mod seed;
 pub mod skips;
-pub mod sparse;
-pub mod targets;
-pub mod threads;
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -7,10 +7,10 @@
 
 use std::fmt::Write as _;
 
-use super::bench::KernelBench;
 use super::grid::{combined, pages_label, Clock, Combined, RowKey, PAGES, THREADS};
 use super::interval::{ratio_interval, verdict};
 use super::model::Model;
+use super::records::KernelBench;
 
 /// The timed targets: pattern, the kernel it is held against, the
 /// largest ratio allowed.
@@ -215,7 +215,7 @@ pub fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::grid::tests::grid_record;
+    use crate::bench::grid::tests::grid_record;
 
     /// base, patched and adaptive, two boots each, every grid row 1000
     /// instructions and no faults, but adaptive's `slow` row at `ns` and

@@ -3,7 +3,7 @@
 //! far more than their instruction count), so the model prices both:
 //! t = a × guest instructions + b × user page faults, with a and b fitted
 //! by least squares to the seed's eight cells (its table, measured on
-//! KVM, `bench::SEED_ROWS`) from base's and patched's icount rows at 8 MiB.
+//! KVM, `records::SEED_ROWS`) from base's and patched's icount rows at 8 MiB.
 //! The faults are the user's: MAP_POPULATE's are taken inside mmap()
 //! through get_user_pages, with no exception, and rusage counts them as
 //! well, so they are left out. Of the seed's cells only patched's
@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use super::bench::SEED_ROWS;
+use super::records::SEED_ROWS;
 
 /// The fitted prices.
 #[derive(Debug, Clone, Copy, PartialEq)]

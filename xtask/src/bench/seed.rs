@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::bench::{us, KernelBench, SEED_ROWS};
 use super::grid::{combined, Clock, Combined, RowKey};
 use super::model::Model;
+use super::records::{us, KernelBench, SEED_ROWS};
 
 fn seed_row(scenario: &'static str) -> RowKey {
     RowKey::find(scenario, 2048, 1).expect("the seed's rows are grid rows")
@@ -91,7 +91,7 @@ pub fn seed_table(kernels: &[KernelBench], clock: Clock, model: Option<&Model>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::grid::tests::grid_record;
+    use crate::bench::grid::tests::grid_record;
 
     fn kernel(name: &str, scale: u64, faults: f64) -> KernelBench {
         let boot = SEED_ROWS

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::bench::KernelBench;
 use super::grid::{combined, Combined, RowKey};
+use super::records::KernelBench;
 
 /// Boots of one-thread rows this long or longer must agree this closely.
 pub const STEADY_LIMIT: f64 = 0.01;
@@ -268,7 +268,7 @@ fn row_regressions(kernel: &str, key: &RowKey, now: &Combined, then: &RecordRow)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::grid::tests::grid_record;
+    use crate::bench::grid::tests::grid_record;
 
     fn kernel(name: &str, boots: &[(u64, f64)]) -> KernelBench {
         let key = RowKey::find("nopopulate_touchall", 2048, 1).unwrap();
