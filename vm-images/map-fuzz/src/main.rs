@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use fuzz::op::{parse_ops, Op};
-use fuzz::report::Report;
-use fuzz::run::{self, Outcome, Settings, Source};
-use fuzz::{shrink, threads};
+use map_fuzz::op::{parse_ops, Op};
+use map_fuzz::report::Report;
+use map_fuzz::run::{self, Outcome, Settings, Source};
+use map_fuzz::{shrink, threads};
 use selftests::runner::Kernel;
 
 const USAGE: &str = "usage: fuzz --kernel K [--results PATH] [--seed S] [--seconds N] [--threads T]
