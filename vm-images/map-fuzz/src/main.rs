@@ -152,7 +152,7 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
             o.seed,
             Duration::from_secs(o.seconds),
             o.threads,
-            &mut report,
+            &mut |ops, digest| report.progress(ops, digest),
         )?;
         return report.threads_summary(&out);
     }
