@@ -213,7 +213,7 @@ fn replay_signature(o: &Options, ops: &[Op]) -> Option<String> {
     std::fs::write(&file, text).ok()?;
     let exe = std::env::current_exe().ok()?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(["--kernel", kernel_name(o.kernel), "--check-replay"])
+    cmd.args(["--kernel", o.kernel.name(), "--check-replay"])
         .arg(&file);
     match &o.client {
         Some(c) => cmd.arg("--client").arg(c),
@@ -223,14 +223,4 @@ fn replay_signature(o: &Options, ops: &[Op]) -> Option<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("signature: ").map(str::to_string))
-}
-
-fn kernel_name(k: Kernel) -> &'static str {
-    match k {
-        Kernel::Base => "base",
-        Kernel::Patched => "patched",
-        Kernel::Direct => "direct",
-        Kernel::Prefault => "prefault",
-        Kernel::Adaptive => "adaptive",
-    }
 }

@@ -7,6 +7,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use guest_common::{errno_symbol, signal_name};
 use selftests::kmsg::Kmsg;
 use selftests::runner::Kernel;
 
@@ -316,8 +317,8 @@ pub fn show(ret: &Ret) -> String {
             )
         }
         Ret::Bytes(b) => format!("bytes {}", check::hex(b)),
-        Ret::Errno(e) => format!("{} ({e})", errno_name(*e)),
-        Ret::Signal(s) => signal_name(*s).to_string(),
+        Ret::Errno(e) => format!("{} ({e})", errno_symbol(*e).unwrap_or("errno")),
+        Ret::Signal(s) => signal_name(*s).unwrap_or("a signal").to_string(),
         Ret::Value(v) => format!("value {v:#x}"),
         Ret::Partial(n) => format!("a short transfer of {n} bytes"),
         Ret::Child(rets) => format!(
@@ -325,33 +326,6 @@ pub fn show(ret: &Ret) -> String {
             rets.iter().map(show).collect::<Vec<_>>().join(", ")
         ),
         other => format!("{other:?}"),
-    }
-}
-
-pub fn errno_name(e: i32) -> &'static str {
-    match e {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EIO => "EIO",
-        libc::E2BIG => "E2BIG",
-        libc::EBADF => "EBADF",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSPC => "ENOSPC",
-        524 => "ENOTSUPP",
-        _ => "errno",
-    }
-}
-
-pub fn signal_name(s: i32) -> &'static str {
-    match s {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        _ => "a signal",
     }
 }
 
@@ -363,6 +337,8 @@ mod tests {
     fn returns_are_shown_on_one_line() {
         assert_eq!(show(&Ret::Errno(libc::EBUSY)), "EBUSY (16)");
         assert_eq!(show(&Ret::Signal(libc::SIGBUS)), "SIGBUS");
+        assert_eq!(show(&Ret::Errno(-1)), "errno (-1)");
+        assert_eq!(show(&Ret::Signal(64)), "a signal");
         let long = show(&Ret::Bytes(vec![0xab; 4096]));
         assert!(
             long.starts_with("4096 bytes abababab") && !long.contains('\n'),
