@@ -123,68 +123,25 @@ pub fn run(
     source: Source,
     progress: &mut dyn FnMut(usize, u64),
 ) -> io::Result<Outcome> {
-    let mut model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
-    let mut exec = Executor::new(settings.client.clone())?;
-    let mut kmsg = Kmsg::open_at_end()?;
+    let mut lockstep = Lockstep::new(settings)?;
     let started = Instant::now();
-    let (mut gen, budget, mut replay) = match source {
-        Source::Generate { seed, budget } => {
-            (Some(Generator::new(seed)), budget, Vec::new().into_iter())
-        }
-        Source::Replay(ops) => (None, Duration::MAX, ops.into_iter()),
-    };
+    let (mut draw, budget) = Draw::new(source);
     let mut out = Outcome::default();
     let mut digest = Digest::new();
     while started.elapsed() < budget {
-        let op = match &mut gen {
-            Some(g) => g.next(&model),
-            None => match replay.next() {
-                Some(op) => op,
-                None => break,
-            },
+        let Some(op) = draw.next(&lockstep.model) else {
+            break;
         };
         let step = out.ops.len();
         out.ops.push(op.clone());
-        // `drop` unmaps what the model had of the map before it.
-        let dropped = match op {
-            Op::Drop(m) => Some((m, model.ranges_of(m))),
-            _ => None,
-        };
-        let want = model.apply(&op);
-        if want != Ret::Skipped {
-            out.executed += 1;
-            *out.counts.entry(name(&op)).or_default() += 1;
-            let (done, want) = without_skipped(&op, want);
-            let got = match &dropped {
-                Some((m, ranges)) => exec.drop_map(*m, ranges),
-                None => exec.apply(&done),
-            };
-            exec.retain_maps(|m| model.maps.contains_key(&m));
-            digest.add_step(&op, &got);
-            let scope = if out.executed % FULL_CHECK == 0 {
-                check::Scope::Full
-            } else {
-                check::Scope::After {
-                    pages: footprint(&op, &model),
-                    layout: reshapes(&op),
-                }
-            };
-            let diverged = compare(&want, &got)
-                .map(|what| ("returns".to_string(), what))
-                .or_else(|| {
-                    check::state(&model, &exec, &mut kmsg, scope)
-                        .err()
-                        .map(|what| (category(&what), what))
-                });
-            if let Some((category, what)) = diverged {
-                out.divergence = Some(Divergence {
-                    step,
-                    op,
-                    category,
-                    what,
-                });
-                break;
-            }
+        if let Some((category, what)) = lockstep.step(&op, &mut out, &mut digest) {
+            out.divergence = Some(Divergence {
+                step,
+                op,
+                category,
+                what,
+            });
+            break;
         }
         if (step + 1) % PROGRESS == 0 {
             out.digests.push((step + 1, digest.0));
@@ -192,20 +149,101 @@ pub fn run(
         }
     }
     if out.divergence.is_none() {
-        if let (Some(op), Err(what)) = (
-            out.ops.last(),
-            check::state(&model, &exec, &mut kmsg, check::Scope::Full),
-        ) {
-            out.divergence = Some(Divergence {
-                step: out.ops.len() - 1,
-                op: op.clone(),
-                category: category(&what),
-                what,
-            });
-        }
+        out.divergence = lockstep.final_check(&out.ops);
     }
     out.elapsed = started.elapsed();
     Ok(out)
+}
+
+/// The operations of a run as it draws them: from the generator, which
+/// reads the model, or from a reproducer, in order.
+enum Draw {
+    Generated(Generator),
+    Replayed(std::vec::IntoIter<Op>),
+}
+
+impl Draw {
+    /// The draw of `source`, and how long the run may take.
+    fn new(source: Source) -> (Draw, Duration) {
+        match source {
+            Source::Generate { seed, budget } => (Draw::Generated(Generator::new(seed)), budget),
+            Source::Replay(ops) => (Draw::Replayed(ops.into_iter()), Duration::MAX),
+        }
+    }
+
+    fn next(&mut self, model: &Model) -> Option<Op> {
+        match self {
+            Draw::Generated(g) => Some(g.next(model)),
+            Draw::Replayed(ops) => ops.next(),
+        }
+    }
+}
+
+/// The model and the running kernel, driven one operation at a time and
+/// compared after each.
+struct Lockstep {
+    model: Model,
+    exec: Executor,
+    kmsg: Kmsg,
+}
+
+/// How the kernel differed from the model: the check's category and
+/// what it found.
+type Difference = (String, String);
+
+impl Lockstep {
+    fn new(settings: &Settings) -> io::Result<Lockstep> {
+        let model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
+        let exec = Executor::new(settings.client.clone())?;
+        let kmsg = Kmsg::open_at_end()?;
+        Ok(Lockstep { model, exec, kmsg })
+    }
+
+    /// Applies `op` to the model and, unless the model skips it, does it
+    /// on the kernel (counted in `out`, added to `digest`) and compares.
+    fn step(&mut self, op: &Op, out: &mut Outcome, digest: &mut Digest) -> Option<Difference> {
+        // `drop` unmaps what the model had of the map before it.
+        let dropped = match op {
+            Op::Drop(m) => Some((*m, self.model.ranges_of(*m))),
+            _ => None,
+        };
+        let want = self.model.apply(op);
+        if want == Ret::Skipped {
+            return None;
+        }
+        out.executed += 1;
+        *out.counts.entry(name(op)).or_default() += 1;
+        let (done, want) = without_skipped(op, want);
+        let got = match &dropped {
+            Some((m, ranges)) => self.exec.drop_map(*m, ranges),
+            None => self.exec.apply(&done),
+        };
+        self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
+        digest.add_step(op, &got);
+        let scope = scope_after(op, &self.model, out.executed);
+        compare(&want, &got)
+            .map(|what| ("returns".to_string(), what))
+            .or_else(|| self.state_differs(scope))
+    }
+
+    /// After the last of `ops`, everything is checked; a difference is
+    /// laid at the last operation's door.
+    fn final_check(&mut self, ops: &[Op]) -> Option<Divergence> {
+        let differs = self.state_differs(check::Scope::Full);
+        let (op, (category, what)) = (ops.last()?, differs?);
+        Some(Divergence {
+            step: ops.len() - 1,
+            op: op.clone(),
+            category,
+            what,
+        })
+    }
+
+    fn state_differs(&mut self, scope: check::Scope) -> Option<Difference> {
+        check::state(&self.model, &self.exec, &mut self.kmsg, scope)
+            .err()
+            .map(|what| (category(&what), what))
+    }
 }
 
 /// A child's accesses the model skipped (outside the arena, in a
@@ -228,6 +266,18 @@ fn without_skipped(op: &Op, want: Ret) -> (Op, Ret) {
 /// Every FULL_CHECK executed operations, and after the last, every byte
 /// and element is checked; in between, what the operation touched.
 pub const FULL_CHECK: usize = 16;
+
+/// What is checked after `op`, the `executed`th operation done.
+fn scope_after(op: &Op, model: &Model, executed: usize) -> check::Scope {
+    if executed.is_multiple_of(FULL_CHECK) {
+        check::Scope::Full
+    } else {
+        check::Scope::After {
+            pages: footprint(op, model),
+            layout: reshapes(op),
+        }
+    }
+}
 
 /// The arena pages whose bytes `op` can have changed or faulted in: its
 /// range or word, a child's words, a moved mapping's new place, and for
