@@ -1,9 +1,9 @@
-//! Low-level code the guest programs (/init, selftests, bench) share:
-//! signal and errno names, panic payloads as text ([`panic_text`]), the /proc
-//! readers ([`proc`]), the results port ([`port`]), the one raw `bpf(2)`
-//! command both test programs issue themselves ([`bpf`]), and what the host
-//! harness shares with them: the results protocol ([`protocol`]) and the
-//! list of kernel splats ([`splat`]).
+//! Low-level code the guest programs (/init, selftests, bench, map-fuzz)
+//! share: signal and errno names, panic payloads as text ([`panic_text`]),
+//! the /proc readers ([`proc`]), the results port ([`port`]), the one raw
+//! `bpf(2)` command both test programs issue themselves ([`bpf`]), and what
+//! the host harness shares with them: the results protocol ([`protocol`])
+//! and the list of kernel splats ([`splat`]).
 
 pub mod bpf;
 pub mod cmdline;
@@ -52,10 +52,10 @@ pub fn signal_label(sig: i32) -> String {
     signal_name(sig).map_or_else(|| format!("signal {sig}"), str::to_string)
 }
 
-/// Symbolic name of an errno value: keeps messages short and greppable
-/// (`mount /proc: ENODEV` rather than a locale-dependent sentence).
-pub fn errno_name(errno: i32) -> String {
-    let name = match errno {
+/// Symbolic name of an errno value for the usual suspects; callers
+/// choose how to print the others.
+pub fn errno_symbol(errno: i32) -> Option<&'static str> {
+    Some(match errno {
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
         libc::ESRCH => "ESRCH",
@@ -88,9 +88,15 @@ pub fn errno_name(errno: i32) -> String {
         libc::EOVERFLOW => "EOVERFLOW",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         ENOTSUPP => "ENOTSUPP",
-        _ => return format!("errno {errno}"),
-    };
-    name.to_string()
+        _ => return None,
+    })
+}
+
+/// Symbolic name of an errno value: keeps messages short and greppable
+/// (`mount /proc: ENODEV` rather than a locale-dependent sentence);
+/// `errno 9999` for the others.
+pub fn errno_name(errno: i32) -> String {
+    errno_symbol(errno).map_or_else(|| format!("errno {errno}"), str::to_string)
 }
 
 /// `EINVAL (Invalid argument)`-style rendering of an `io::Error`: the name
@@ -131,6 +137,8 @@ mod tests {
         assert_eq!(errno_name(libc::ENOENT), "ENOENT");
         assert_eq!(errno_name(ENOTSUPP), "ENOTSUPP");
         assert_eq!(errno_name(9999), "errno 9999");
+        assert_eq!(errno_symbol(libc::EBUSY), Some("EBUSY"));
+        assert_eq!(errno_symbol(9999), None);
         let e = io::Error::from_raw_os_error(libc::EBUSY);
         assert!(err_name(&e).starts_with("EBUSY ("));
         let e = io::Error::from_raw_os_error(libc::EPERM);

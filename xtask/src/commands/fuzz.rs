@@ -39,7 +39,7 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
 fn read_replay(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--replay {}: reading it", path.display()))?;
-    let ops = ::fuzz::op::parse_ops(&text)
+    let ops = map_fuzz::op::parse_ops(&text)
         .map_err(|e| anyhow::anyhow!("--replay {}: {e}", path.display()))?;
     if ops.is_empty() {
         bail!("--replay {}: no operation in it", path.display());

@@ -19,7 +19,7 @@ use crate::vm::session::{self, GuestRun, Prepared, Session};
 use crate::vm::targets::{BootConfig, Target};
 
 /// What the guest may spend shrinking after its budget, at most (its
-/// own limit is `vm-images/fuzz`'s), and booting.
+/// own limit is `vm-images/map-fuzz`'s), and booting.
 const SHRINK_AND_BOOT_SECS: u64 = 420;
 
 /// Every kernel of `boot` fuzzed as `plan` says, `vms` at a time, and
@@ -105,7 +105,7 @@ fn build_client(source: &SourceConfig, pristine: &Path, dir: &Path) -> Result<Pa
         bpftool: t.bpftool,
         libbpf_include: t.libbpf_include,
         libbpf_archive: t.libbpf_archive,
-        source_dir: crate::project::root().join("vm-images/fuzz/client"),
+        source_dir: crate::project::root().join("vm-images/map-fuzz/client"),
         out_dir: work.join("client"),
     })
 }
@@ -196,7 +196,7 @@ fn judge(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
         // The kernel died mid-run: what the guest drew up to its next
         // progress report holds the operation that killed it.
         let what = format!("the kernel died after {} operations: {why}", r.fuzz.ops);
-        let ops = drawn(r.fuzz.ops + ::fuzz::run::PROGRESS);
+        let ops = drawn(r.fuzz.ops + map_fuzz::run::PROGRESS);
         let path = if plan.replay {
             None
         } else {

@@ -110,7 +110,7 @@ impl ResultWord {
 pub enum Program {
     Selftests,
     Bench,
-    /// The differential fuzzer (`vm-images/fuzz`).
+    /// The differential fuzzer (`vm-images/map-fuzz`).
     Fuzz,
     /// A host command (or shell) from the request, in the shared host root.
     Command,

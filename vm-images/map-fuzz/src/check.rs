@@ -98,28 +98,19 @@ pub struct MapsLine {
 /// `arena`, in arena pages.
 pub fn parse_maps(text: &str, arena: usize) -> Vec<MapsLine> {
     let end = arena + ARENA_PAGES * PAGE;
-    text.lines()
-        .filter(|l| l.ends_with("anon_inode:bpf-map"))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (lo, hi) = f.next()?.split_once('-')?;
-            let (lo, hi) = (
-                usize::from_str_radix(lo, 16).ok()?,
-                usize::from_str_radix(hi, 16).ok()?,
-            );
-            let perms = f.next()?.as_bytes();
-            let prot = match (perms.first(), perms.get(1)) {
-                (Some(b'r'), Some(b'w')) => Prot::ReadWrite,
-                (Some(b'r'), _) => Prot::Read,
+    // The maps file is smaps without the field lines.
+    guest_common::proc::parse_smaps(text)
+        .into_iter()
+        .filter(|v| v.name == "anon_inode:bpf-map" && v.start >= arena && v.end <= end)
+        .map(|v| MapsLine {
+            start: (v.start - arena) / PAGE,
+            pages: v.len() / PAGE,
+            prot: match v.perms.as_bytes() {
+                [b'r', b'w', ..] => Prot::ReadWrite,
+                [b'r', ..] => Prot::Read,
                 _ => Prot::None,
-            };
-            let offset = usize::from_str_radix(f.next()?, 16).ok()?;
-            (lo >= arena && hi <= end).then(|| MapsLine {
-                start: (lo - arena) / PAGE,
-                pages: (hi - lo) / PAGE,
-                prot,
-                pgoff: offset / PAGE,
-            })
+            },
+            pgoff: v.pgoff as usize / PAGE,
         })
         .collect()
 }

@@ -14,6 +14,7 @@ pub mod maps;
 
 use std::collections::BTreeMap;
 
+use guest_common::ENOTSUPP;
 use selftests::runner::model::{fault, Fill};
 use selftests::runner::Kernel;
 
@@ -22,9 +23,6 @@ pub use self::maps::MapModel;
 use crate::op::{Access, Advice, Create, Elem, Mmap, Op, Prot, Range, Remap, Word};
 
 pub const PAGE: usize = 4096;
-/// The kernel's internal "operation not supported", which the verifier
-/// lets reach user space.
-pub const ENOTSUPP: i32 = 524;
 pub const WORDS: usize = PAGE / 8;
 /// The arena: every mapping of the fuzzer lies in these pages.
 pub const ARENA_PAGES: usize = 2048;

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use fuzz::op::{parse_ops, Op};
-use fuzz::report::Report;
-use fuzz::run::{self, Outcome, Settings, Source};
-use fuzz::{shrink, threads};
+use map_fuzz::op::{parse_ops, Op};
+use map_fuzz::report::Report;
+use map_fuzz::run::{self, Outcome, Settings, Source};
+use map_fuzz::{shrink, threads};
 use selftests::runner::Kernel;
 
 const USAGE: &str = "usage: fuzz --kernel K [--results PATH] [--seed S] [--seconds N] [--threads T]
@@ -152,7 +152,7 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
             o.seed,
             Duration::from_secs(o.seconds),
             o.threads,
-            &mut report,
+            &mut |ops, digest| report.progress(ops, digest),
         )?;
         return report.threads_summary(&out);
     }
@@ -213,7 +213,7 @@ fn replay_signature(o: &Options, ops: &[Op]) -> Option<String> {
     std::fs::write(&file, text).ok()?;
     let exe = std::env::current_exe().ok()?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(["--kernel", kernel_name(o.kernel), "--check-replay"])
+    cmd.args(["--kernel", o.kernel.name(), "--check-replay"])
         .arg(&file);
     match &o.client {
         Some(c) => cmd.arg("--client").arg(c),
@@ -223,14 +223,4 @@ fn replay_signature(o: &Options, ops: &[Op]) -> Option<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("signature: ").map(str::to_string))
-}
-
-fn kernel_name(k: Kernel) -> &'static str {
-    match k {
-        Kernel::Base => "base",
-        Kernel::Patched => "patched",
-        Kernel::Direct => "direct",
-        Kernel::Prefault => "prefault",
-        Kernel::Adaptive => "adaptive",
-    }
 }

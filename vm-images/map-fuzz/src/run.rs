@@ -7,6 +7,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use guest_common::{errno_symbol, signal_name};
 use selftests::kmsg::Kmsg;
 use selftests::runner::Kernel;
 
@@ -122,68 +123,25 @@ pub fn run(
     source: Source,
     progress: &mut dyn FnMut(usize, u64),
 ) -> io::Result<Outcome> {
-    let mut model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
-    let mut exec = Executor::new(settings.client.clone())?;
-    let mut kmsg = Kmsg::open_at_end()?;
+    let mut lockstep = Lockstep::new(settings)?;
     let started = Instant::now();
-    let (mut gen, budget, mut replay) = match source {
-        Source::Generate { seed, budget } => {
-            (Some(Generator::new(seed)), budget, Vec::new().into_iter())
-        }
-        Source::Replay(ops) => (None, Duration::MAX, ops.into_iter()),
-    };
+    let (mut draw, budget) = Draw::new(source);
     let mut out = Outcome::default();
     let mut digest = Digest::new();
     while started.elapsed() < budget {
-        let op = match &mut gen {
-            Some(g) => g.next(&model),
-            None => match replay.next() {
-                Some(op) => op,
-                None => break,
-            },
+        let Some(op) = draw.next(&lockstep.model) else {
+            break;
         };
         let step = out.ops.len();
         out.ops.push(op.clone());
-        // `drop` unmaps what the model had of the map before it.
-        let dropped = match op {
-            Op::Drop(m) => Some((m, model.ranges_of(m))),
-            _ => None,
-        };
-        let want = model.apply(&op);
-        if want != Ret::Skipped {
-            out.executed += 1;
-            *out.counts.entry(name(&op)).or_default() += 1;
-            let (done, want) = without_skipped(&op, want);
-            let got = match &dropped {
-                Some((m, ranges)) => exec.drop_map(*m, ranges),
-                None => exec.apply(&done),
-            };
-            exec.retain_maps(|m| model.maps.contains_key(&m));
-            digest.add_step(&op, &got);
-            let scope = if out.executed % FULL_CHECK == 0 {
-                check::Scope::Full
-            } else {
-                check::Scope::After {
-                    pages: footprint(&op, &model),
-                    layout: reshapes(&op),
-                }
-            };
-            let diverged = compare(&want, &got)
-                .map(|what| ("returns".to_string(), what))
-                .or_else(|| {
-                    check::state(&model, &exec, &mut kmsg, scope)
-                        .err()
-                        .map(|what| (category(&what), what))
-                });
-            if let Some((category, what)) = diverged {
-                out.divergence = Some(Divergence {
-                    step,
-                    op,
-                    category,
-                    what,
-                });
-                break;
-            }
+        if let Some((category, what)) = lockstep.step(&op, &mut out, &mut digest) {
+            out.divergence = Some(Divergence {
+                step,
+                op,
+                category,
+                what,
+            });
+            break;
         }
         if (step + 1) % PROGRESS == 0 {
             out.digests.push((step + 1, digest.0));
@@ -191,20 +149,101 @@ pub fn run(
         }
     }
     if out.divergence.is_none() {
-        if let (Some(op), Err(what)) = (
-            out.ops.last(),
-            check::state(&model, &exec, &mut kmsg, check::Scope::Full),
-        ) {
-            out.divergence = Some(Divergence {
-                step: out.ops.len() - 1,
-                op: op.clone(),
-                category: category(&what),
-                what,
-            });
-        }
+        out.divergence = lockstep.final_check(&out.ops);
     }
     out.elapsed = started.elapsed();
     Ok(out)
+}
+
+/// The operations of a run as it draws them: from the generator, which
+/// reads the model, or from a reproducer, in order.
+enum Draw {
+    Generated(Generator),
+    Replayed(std::vec::IntoIter<Op>),
+}
+
+impl Draw {
+    /// The draw of `source`, and how long the run may take.
+    fn new(source: Source) -> (Draw, Duration) {
+        match source {
+            Source::Generate { seed, budget } => (Draw::Generated(Generator::new(seed)), budget),
+            Source::Replay(ops) => (Draw::Replayed(ops.into_iter()), Duration::MAX),
+        }
+    }
+
+    fn next(&mut self, model: &Model) -> Option<Op> {
+        match self {
+            Draw::Generated(g) => Some(g.next(model)),
+            Draw::Replayed(ops) => ops.next(),
+        }
+    }
+}
+
+/// The model and the running kernel, driven one operation at a time and
+/// compared after each.
+struct Lockstep {
+    model: Model,
+    exec: Executor,
+    kmsg: Kmsg,
+}
+
+/// How the kernel differed from the model: the check's category and
+/// what it found.
+type Difference = (String, String);
+
+impl Lockstep {
+    fn new(settings: &Settings) -> io::Result<Lockstep> {
+        let model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
+        let exec = Executor::new(settings.client.clone())?;
+        let kmsg = Kmsg::open_at_end()?;
+        Ok(Lockstep { model, exec, kmsg })
+    }
+
+    /// Applies `op` to the model and, unless the model skips it, does it
+    /// on the kernel (counted in `out`, added to `digest`) and compares.
+    fn step(&mut self, op: &Op, out: &mut Outcome, digest: &mut Digest) -> Option<Difference> {
+        // `drop` unmaps what the model had of the map before it.
+        let dropped = match op {
+            Op::Drop(m) => Some((*m, self.model.ranges_of(*m))),
+            _ => None,
+        };
+        let want = self.model.apply(op);
+        if want == Ret::Skipped {
+            return None;
+        }
+        out.executed += 1;
+        *out.counts.entry(name(op)).or_default() += 1;
+        let (done, want) = without_skipped(op, want);
+        let got = match &dropped {
+            Some((m, ranges)) => self.exec.drop_map(*m, ranges),
+            None => self.exec.apply(&done),
+        };
+        self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
+        digest.add_step(op, &got);
+        let scope = scope_after(op, &self.model, out.executed);
+        compare(&want, &got)
+            .map(|what| ("returns".to_string(), what))
+            .or_else(|| self.state_differs(scope))
+    }
+
+    /// After the last of `ops`, everything is checked; a difference is
+    /// laid at the last operation's door.
+    fn final_check(&mut self, ops: &[Op]) -> Option<Divergence> {
+        let differs = self.state_differs(check::Scope::Full);
+        let (op, (category, what)) = (ops.last()?, differs?);
+        Some(Divergence {
+            step: ops.len() - 1,
+            op: op.clone(),
+            category,
+            what,
+        })
+    }
+
+    fn state_differs(&mut self, scope: check::Scope) -> Option<Difference> {
+        check::state(&self.model, &self.exec, &mut self.kmsg, scope)
+            .err()
+            .map(|what| (category(&what), what))
+    }
 }
 
 /// A child's accesses the model skipped (outside the arena, in a
@@ -227,6 +266,18 @@ fn without_skipped(op: &Op, want: Ret) -> (Op, Ret) {
 /// Every FULL_CHECK executed operations, and after the last, every byte
 /// and element is checked; in between, what the operation touched.
 pub const FULL_CHECK: usize = 16;
+
+/// What is checked after `op`, the `executed`th operation done.
+fn scope_after(op: &Op, model: &Model, executed: usize) -> check::Scope {
+    if executed.is_multiple_of(FULL_CHECK) {
+        check::Scope::Full
+    } else {
+        check::Scope::After {
+            pages: footprint(op, model),
+            layout: reshapes(op),
+        }
+    }
+}
 
 /// The arena pages whose bytes `op` can have changed or faulted in: its
 /// range or word, a child's words, a moved mapping's new place, and for
@@ -316,8 +367,8 @@ pub fn show(ret: &Ret) -> String {
             )
         }
         Ret::Bytes(b) => format!("bytes {}", check::hex(b)),
-        Ret::Errno(e) => format!("{} ({e})", errno_name(*e)),
-        Ret::Signal(s) => signal_name(*s).to_string(),
+        Ret::Errno(e) => format!("{} ({e})", errno_symbol(*e).unwrap_or("errno")),
+        Ret::Signal(s) => signal_name(*s).unwrap_or("a signal").to_string(),
         Ret::Value(v) => format!("value {v:#x}"),
         Ret::Partial(n) => format!("a short transfer of {n} bytes"),
         Ret::Child(rets) => format!(
@@ -325,33 +376,6 @@ pub fn show(ret: &Ret) -> String {
             rets.iter().map(show).collect::<Vec<_>>().join(", ")
         ),
         other => format!("{other:?}"),
-    }
-}
-
-pub fn errno_name(e: i32) -> &'static str {
-    match e {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EIO => "EIO",
-        libc::E2BIG => "E2BIG",
-        libc::EBADF => "EBADF",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSPC => "ENOSPC",
-        524 => "ENOTSUPP",
-        _ => "errno",
-    }
-}
-
-pub fn signal_name(s: i32) -> &'static str {
-    match s {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        _ => "a signal",
     }
 }
 
@@ -363,6 +387,8 @@ mod tests {
     fn returns_are_shown_on_one_line() {
         assert_eq!(show(&Ret::Errno(libc::EBUSY)), "EBUSY (16)");
         assert_eq!(show(&Ret::Signal(libc::SIGBUS)), "SIGBUS");
+        assert_eq!(show(&Ret::Errno(-1)), "errno (-1)");
+        assert_eq!(show(&Ret::Signal(64)), "a signal");
         let long = show(&Ret::Bytes(vec![0xab; 4096]));
         assert!(
             long.starts_with("4096 bytes abababab") && !long.contains('\n'),

@@ -11,6 +11,7 @@ pub mod progs;
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use selftests::sys::bpf::{self, MapSpec, BPF_F_RDONLY_PROG};
@@ -89,11 +90,7 @@ impl Executor {
             Op::Create(c) => self.create(c),
             Op::CreateRingbuf { map, pages } => self.create_ringbuf(*map, *pages),
             Op::Mmap(m) => self.mmap(m),
-            Op::Munmap(r) => {
-                let ret = done(mm::munmap(self.addr(r.at), r.pages * PAGE));
-                self.reserve(*r);
-                ret
-            }
+            Op::Munmap(r) => self.munmap(*r),
             Op::Mremap { range, how } => self.mremap(*range, *how),
             Op::Mprotect { range, prot } => done(mm::mprotect(
                 self.addr(range.at),
@@ -108,40 +105,15 @@ impl Executor {
             Op::Mlock(r) => done(mm::mlock(self.addr(r.at), r.pages * PAGE)),
             Op::Munlock(r) => done(mm::munlock(self.addr(r.at), r.pages * PAGE)),
             Op::Touch(a) => self.touch(*a),
-            Op::Fork(accesses) => {
-                let addrs: Vec<(usize, Option<u64>)> = accesses
-                    .iter()
-                    .map(|a| (self.word_addr(a.at), a.write))
-                    .collect();
-                child::fork_and_access(&addrs)
-            }
+            Op::Fork(accesses) => self.fork(accesses),
             Op::PvmRead(r) => self.pvm_read(*r),
             Op::PvmWrite(w, v) => self.pvm_write(*w, *v),
-            Op::MemRead(r) => {
-                let mut buf = vec![0u8; r.pages * PAGE];
-                use std::os::unix::fs::FileExt;
-                transferred(self.mem.read_at(&mut buf, self.addr(r.at) as u64), buf)
-            }
-            Op::MemWrite(w, v) => {
-                use std::os::unix::fs::FileExt;
-                match self
-                    .mem
-                    .write_at(&v.to_ne_bytes(), self.word_addr(*w) as u64)
-                {
-                    Ok(8) => Ret::Ok,
-                    other => transferred(other, Vec::new()),
-                }
-            }
+            Op::MemRead(r) => self.mem_read(*r),
+            Op::MemWrite(w, v) => self.mem_write(*w, *v),
             Op::FileFromMap(r) => self.file_from_map(*r),
             Op::FileToMap { range, fill } => self.file_to_map(*range, *fill),
             Op::Update { elem, fill } => self.update(*elem, *fill),
-            Op::Lookup(e) => {
-                let mut value = vec![0u8; self.maps[&e.map].value_size];
-                match bpf::map_lookup(self.fd(e.map), &e.index.to_ne_bytes(), &mut value) {
-                    Ok(()) => Ret::Bytes(value),
-                    Err(err) => errno(&err),
-                }
-            }
+            Op::Lookup(e) => self.lookup(*e),
             Op::ProgStore { elem, word, value } => {
                 progs::store(self.fd(elem.map), *elem, *word, *value)
             }
@@ -151,16 +123,7 @@ impl Executor {
                 self.maps.get_mut(m).expect("held").fd = None;
                 Ret::Ok
             }
-            Op::Reopen(m) => {
-                let real = self.maps.get_mut(m).expect("held");
-                match bpf::map_get_fd_by_id(real.id) {
-                    Ok(fd) => {
-                        real.fd = Some(fd);
-                        Ret::Ok
-                    }
-                    Err(e) => errno(&e),
-                }
-            }
+            Op::Reopen(m) => self.reopen(*m),
             Op::Drop(_) => unreachable!("done by `drop_map` with the model's ranges"),
             Op::Skeleton(seed) => self.skeleton(*seed),
         }
@@ -285,6 +248,13 @@ impl Executor {
         }
     }
 
+    /// munmap, the gap reserved again.
+    fn munmap(&mut self, r: Range) -> Ret {
+        let ret = done(mm::munmap(self.addr(r.at), r.pages * PAGE));
+        self.reserve(r);
+        ret
+    }
+
     fn mremap(&mut self, r: Range, how: Remap) -> Ret {
         let (addr, len) = (self.addr(r.at), r.pages * PAGE);
         match how {
@@ -321,6 +291,15 @@ impl Executor {
         }
     }
 
+    /// A child does `accesses` at their addresses in the arena.
+    fn fork(&self, accesses: &[Access]) -> Ret {
+        let addrs: Vec<(usize, Option<u64>)> = accesses
+            .iter()
+            .map(|a| (self.word_addr(a.at), a.write))
+            .collect();
+        child::fork_and_access(&addrs)
+    }
+
     fn pvm_read(&self, r: Range) -> Ret {
         let mut buf = vec![0u8; r.pages * PAGE];
         // SAFETY: getpid has no preconditions.
@@ -345,6 +324,23 @@ impl Executor {
             8 => Ret::Ok,
             n if n < 0 => errno(&io::Error::last_os_error()),
             n => Ret::Partial(n as usize),
+        }
+    }
+
+    /// A read of whole pages through /proc/self/mem.
+    fn mem_read(&self, r: Range) -> Ret {
+        let mut buf = vec![0u8; r.pages * PAGE];
+        transferred(self.mem.read_at(&mut buf, self.addr(r.at) as u64), buf)
+    }
+
+    /// A write of one word through /proc/self/mem.
+    fn mem_write(&self, w: Word, v: u64) -> Ret {
+        match self
+            .mem
+            .write_at(&v.to_ne_bytes(), self.word_addr(w) as u64)
+        {
+            Ok(8) => Ret::Ok,
+            other => transferred(other, Vec::new()),
         }
     }
 
@@ -397,6 +393,26 @@ impl Executor {
             &value,
             bpf::BPF_ANY,
         ))
+    }
+
+    fn lookup(&self, e: Elem) -> Ret {
+        let mut value = vec![0u8; self.maps[&e.map].value_size];
+        match bpf::map_lookup(self.fd(e.map), &e.index.to_ne_bytes(), &mut value) {
+            Ok(()) => Ret::Bytes(value),
+            Err(err) => errno(&err),
+        }
+    }
+
+    /// A new fd for map `m`, by its id.
+    fn reopen(&mut self, m: u32) -> Ret {
+        let real = self.maps.get_mut(&m).expect("held");
+        match bpf::map_get_fd_by_id(real.id) {
+            Ok(fd) => {
+                real.fd = Some(fd);
+                Ret::Ok
+            }
+            Err(e) => errno(&e),
+        }
     }
 
     fn skeleton(&self, seed: u64) -> Ret {
