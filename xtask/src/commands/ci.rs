@@ -1402,7 +1402,7 @@ mod tests {
             )
             .unwrap()
         };
-        let bundled: Vec<_> = super::super::bundle::KERNELS
+        let bundled: Vec<_> = crate::kernel::bundle::KERNELS
             .iter()
             .flat_map(|(w, d)| spec(w, *d))
             .collect();
