@@ -7,7 +7,7 @@
 //! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
 //! proof) and `report/` (what the guest said, and what the user reads).
 
-mod ci_times;
+mod ci;
 mod cli;
 mod commands;
 mod config_file;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
-use crate::ci_times::{self, CiTimes, StepTime};
+use crate::ci::times::{self as ci_times, CiTimes, StepTime};
 use crate::cli::CiArgs;
 use crate::kernel::series::Series;
 use crate::kernel::usage::{self, human};

@@ -1,0 +1,4 @@
+//! What `cargo xtask ci` runs, as a library: the steps and what each
+//! costs (`times`).
+
+pub mod times;
