@@ -2,10 +2,12 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
-//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the work is in the layers below them:
-//! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
-//! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
-//! proof) and `report/` (what the guest said, and what the user reads).
+//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the
+//! work is in the layers below them: `kernel/` (source to bzImage),
+//! `vm/` (bzImage to a guest's report), `kselftest/` (the BPF tree's
+//! test_progs), `ci/` (ci's steps, their running and what a run cost),
+//! `fresh_root/` (the install proof) and `report/` (what the guest said,
+//! and what the user reads).
 
 mod ci;
 mod cli;

@@ -21,7 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fuzz", &["kernel", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
     ("fresh_root", &["ci", "project", "util"]),
-    ("ci", &["kernel", "project", "util"]),
+    ("ci", &["kernel", "project", "util", "workers"]),
     ("host_noise", &[]),
     ("workers", &[]),
     ("report", &["project", "util"]),
