@@ -2,7 +2,7 @@
 //! or Ubuntu as root the missing ones are installed with apt-get; anywhere
 //! else the error lists them with the command that installs them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
@@ -286,6 +286,29 @@ pub fn ensure_virtiofsd() -> Result<std::path::PathBuf> {
         .run()
         .context("cargo install --locked virtiofsd failed")?;
     virtiofsd::find().map_err(|why| anyhow::anyhow!("after cargo install: {why}"))
+}
+
+/// The npm package `name` at `version`, installed once under `prefix`;
+/// returns the `node_modules` directory that holds it.
+pub fn ensure_npm_package(name: &str, version: &str, prefix: &Path) -> Result<PathBuf> {
+    let modules = prefix.join("node_modules");
+    if modules.join(name).join("package.json").is_file() {
+        return Ok(modules);
+    }
+    let package = format!("{name}@{version}");
+    crate::status!(
+        "deps",
+        "installing {package} from npm into {}",
+        prefix.display()
+    );
+    let sh = crate::project::shell()?;
+    xshell::cmd!(
+        sh,
+        "npm install --silent --no-save --prefix {prefix} {package}"
+    )
+    .run()
+    .with_context(|| format!("npm install {package}"))?;
+    Ok(modules)
 }
 
 /// For a run that shares the host: a virtiofsd if one can be had. With

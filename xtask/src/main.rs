@@ -2,15 +2,16 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
-//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the work is in the layers below them:
-//! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
-//! `kselftest/` (the BPF tree's test_progs), `bench/` (the benchmark's
-//! tables, plot, targets and gates), `fresh_root/` (the install proof)
-//! and `report/` (what the guest said, and the test reports the user
-//! reads).
+//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the
+//! work is in the layers below them: `kernel/` (source to bzImage),
+//! `vm/` (bzImage to a guest's report), the suites on a run's kernels
+//! (`plan/`, `kselftest/`, `fuzz/`, `mutants/`, `bench/`), `ci/` (ci's
+//! steps, their running and what a run cost), `fresh_root/` (the install
+//! proof) and `report/` (what the guest said, and the test reports the
+//! user reads).
 
 mod bench;
-mod ci_times;
+mod ci;
 mod cli;
 mod commands;
 mod config_file;
