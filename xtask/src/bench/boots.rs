@@ -47,7 +47,7 @@ pub(super) fn boot_all(
         for (target, bench) in kernels.iter().zip(results.iter_mut()) {
             crate::status!(&target.name, "benchmark boot {} of {repeat}", round + 1);
             let run = boot_once(session, target, quick)?;
-            if run.accel == Accel::Tcg && session.tcg_threads == TcgThreads::Icount {
+            if run.accel == Accel::Tcg && session.tcg_threads() == TcgThreads::Icount {
                 clock = Clock::Icount;
             }
             let records = parse_records(&run.report.bench).map_err(|e| {

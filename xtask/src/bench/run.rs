@@ -18,7 +18,7 @@ use super::record::record;
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::vm::qemu::{AccelChoice, TcgThreads};
-use crate::vm::session::{self, Prepared};
+use crate::vm::session::{self, Prepared, SessionOptions};
 use crate::vm::targets::BootConfig;
 
 /// What a bench run does beyond its kernels and how they boot: the
@@ -133,11 +133,18 @@ impl Bench {
         let Prepared {
             targets: kernels,
             mut session,
-        } = session::prepare(&self.source, &self.boot, "bench")?;
-        session.tcg_threads = match self.clock {
-            Clock::Wall => TcgThreads::Multi,
-            Clock::Icount => TcgThreads::Icount,
-        };
+        } = session::prepare(
+            &self.source,
+            &self.boot,
+            "bench",
+            SessionOptions {
+                tcg_threads: match self.clock {
+                    Clock::Wall => TcgThreads::Multi,
+                    Clock::Icount => TcgThreads::Icount,
+                },
+                ..SessionOptions::default()
+            },
+        )?;
         let opts = &self.options;
         let measured = match boot_all(&mut session, &kernels, opts.repeat, opts.quick) {
             Ok(done) => done,

@@ -31,7 +31,7 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
     let total = plan::write_junit(&run, "bpflab vmtest")?;
     eprintln!(
         "reports: {} (KTAP per kernel, junit.xml, console logs)",
-        run.session.run_dir.display()
+        run.session.run_dir().display()
     );
     println!("{}", total.closing_line());
     if !run.vm_failures.is_empty() {

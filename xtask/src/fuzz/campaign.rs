@@ -15,7 +15,7 @@ use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
 use crate::vm::guest_image;
 use crate::vm::schedule;
-use crate::vm::session::{self, GuestRun, Prepared, Session};
+use crate::vm::session::{self, GuestRun, Prepared, Session, SessionOptions};
 use crate::vm::targets::{BootConfig, Target};
 
 /// What the guest may spend shrinking after its budget, at most (its
@@ -47,24 +47,28 @@ pub fn fuzz_kernels(
         boot.timeout =
             Some(2 * plan.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
     }
-    let Prepared {
-        targets,
-        mut session,
-    } = session::prepare(source, &boot, "fuzz")?;
     let client =
         kernel::with_pristine(source, |pristine, dir| build_client(source, pristine, dir))?;
-    session.extra_files = guest_image::file_entries(
+    let mut extra_files = guest_image::file_entries(
         "/bin/fuzz-client",
         std::fs::read(&client).with_context(|| format!("reading {}", client.display()))?,
         0o755,
     );
     if let Some(text) = replay {
-        session.extra_files.extend(guest_image::file_entries(
+        extra_files.extend(guest_image::file_entries(
             REPLAY_PATH,
             text.into_bytes(),
             0o644,
         ));
     }
+    let options = SessionOptions {
+        extra_files,
+        ..SessionOptions::default()
+    };
+    let Prepared {
+        targets,
+        mut session,
+    } = session::prepare(source, &boot, "fuzz", options)?;
     // Once, before the guests that boot side by side clone the session.
     session.hermetic_image()?;
     eprintln!(
@@ -86,10 +90,10 @@ pub fn fuzz_kernels(
     let verdicts = targets
         .iter()
         .zip(&runs)
-        .map(|(t, r)| judge(&session.run_dir, t, plan, r))
+        .map(|(t, r)| judge(session.run_dir(), t, plan, r))
         .collect::<Result<Vec<_>>>()?;
     Ok(Fuzzed {
-        run_dir: session.run_dir.clone(),
+        run_dir: session.run_dir().to_path_buf(),
         targets,
         runs,
         verdicts,

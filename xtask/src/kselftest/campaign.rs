@@ -17,7 +17,7 @@ use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
 use crate::vm::schedule;
-use crate::vm::session::{self, Prepared, Session};
+use crate::vm::session::{self, Prepared, Session, SessionOptions};
 use crate::vm::share::{ShareChoice, Sharing};
 use crate::vm::targets::{BootConfig, Target};
 
@@ -76,15 +76,20 @@ pub fn run(
     if options.all && boot.timeout.is_none() {
         boot.timeout = Some(super::ALL_TIMEOUT_SECS * session::slowdown(boot.debug));
     }
-    let Prepared {
-        targets,
-        mut session,
-    } = session::prepare(source, &boot, "kselftest")?;
+    let Prepared { targets, session } = session::prepare(
+        source,
+        &boot,
+        "kselftest",
+        SessionOptions {
+            sharing: Sharing::Host(options.share),
+            ..SessionOptions::default()
+        },
+    )?;
     let (run_dirs, left_out) = super::build_for(
         source,
         (boot.config, boot.bundle.as_deref()),
         &targets,
-        (&runners, &session.run_dir),
+        (&runners, session.run_dir()),
     )?;
     super::check_default_set_built(&progs_plan, &left_out)?;
     let lacking = lacking(options, source, &targets)?;
@@ -103,7 +108,6 @@ pub fn run(
     if options.build_only {
         return Ok(None);
     }
-    session.sharing = Sharing::Host(options.share);
     let AllRuns { runs, infra } = run_all(
         options,
         (&lists, &plans),
@@ -121,7 +125,7 @@ pub fn run(
         lacking,
     };
     Ok(Some(Ran {
-        run_dir: session.run_dir.clone(),
+        run_dir: session.run_dir().to_path_buf(),
         runs,
         infra,
         held,

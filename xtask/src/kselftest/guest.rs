@@ -18,7 +18,7 @@ use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
 use crate::vm::relay::LinePrefixed;
-use crate::vm::session::{GuestRun, Session};
+use crate::vm::session::{BootSpec, GuestRun, Session};
 use crate::vm::symbolize;
 use crate::vm::targets::Target;
 
@@ -236,8 +236,6 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
     };
     let mut consoles = Vec::new();
     for boot in 1.. {
-        session.output_stall = Some(job.stall);
-        session.tcg_threads = job.runner.tcg_threads();
         let args = resume.args(job.argv);
         let (ran, stdout, stderr) = boot_once(session, target, job, &args, boot)?;
         let parsed = parse_output(job.runner, &stdout);
@@ -314,9 +312,13 @@ fn boot_once(
     boot: usize,
 ) -> Result<(GuestRun, String, String)> {
     let stem = format!("{}-{}-{boot}", job.runner.name(), target.name);
-    let out = session.run_dir.join(format!("{stem}.out"));
-    let err = session.run_dir.join(format!("{stem}.err"));
-    session.host_command = Some(command(job.dir, job.runner, argv)?);
+    let out = session.run_dir().join(format!("{stem}.out"));
+    let err = session.run_dir().join(format!("{stem}.err"));
+    let spec = BootSpec {
+        host_command: Some(command(job.dir, job.runner, argv)?),
+        output_stall: Some(job.stall),
+        tcg_threads: Some(job.runner.tcg_threads()),
+    };
     // Live, as test_progs prints it; parsed from the file afterwards.
     let live = || -> Box<dyn std::io::Write + Send> {
         match &job.label {
@@ -324,7 +326,7 @@ fn boot_once(
             None => Box::new(std::io::stderr()),
         }
     };
-    let ran = session.run_command_relayed(target, (&out, &err), live(), live())?;
+    let ran = session.run_command_relayed(target, spec, (&out, &err), live(), live())?;
     let read = |path: &Path| {
         fs::read(path)
             .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -349,7 +349,7 @@ pub fn kernel_run(session: &Session, target: &Target, runs: Vec<RunnerRun>) -> R
         seconds: runs.iter().map(|r| r.seconds).sum(),
         results: runs.into_iter().flat_map(|r| r.results).collect(),
     };
-    let path = session.run_dir.join(format!("{}.ktap", kr.kernel));
+    let path = session.run_dir().join(format!("{}.ktap", kr.kernel));
     fs::write(&path, report::ktap(&kr)).with_context(|| format!("writing {}", path.display()))?;
     Ok(kr)
 }

@@ -19,7 +19,7 @@ use crate::report::skips;
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestCommand;
-use crate::vm::session::{self, Prepared, Session, DEBUG_SLOWDOWN};
+use crate::vm::session::{self, Prepared, Session, SessionOptions, DEBUG_SLOWDOWN};
 use crate::vm::share::Sharing;
 use crate::vm::targets::{self, BootConfig, Target};
 
@@ -80,9 +80,16 @@ pub fn run(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> R
     let Prepared {
         targets,
         mut session,
-    } = session::prepare(source, boot, "vmtest")?;
-    session.sharing = options.sharing;
-    session.results_stall = options.results_stall;
+    } = session::prepare(
+        source,
+        boot,
+        "vmtest",
+        SessionOptions {
+            sharing: options.sharing,
+            results_stall: options.results_stall,
+            ..SessionOptions::default()
+        },
+    )?;
     let plan = selection::planned_tests(&options.filters)?;
     inject.check_against(&plan)?;
     let mut runs = Vec::new();
@@ -139,7 +146,7 @@ pub fn run(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> R
 /// The run's `junit.xml`, named after `suite`, in the run's directory;
 /// the counts over every kernel.
 pub fn write_junit(run: &PlanRun, suite: &str) -> Result<Counts> {
-    let junit = run.session.run_dir.join("junit.xml");
+    let junit = run.session.run_dir().join("junit.xml");
     fs::write(&junit, report::junit(suite, &run.runs))?;
     Ok(Counts::total(&run.runs))
 }

@@ -69,7 +69,7 @@ pub(super) fn kernel_run(
 
 /// `<kernel>.ktap` in the run's directory.
 fn write_ktap(session: &Session, run: &KernelRun) -> Result<()> {
-    let path = session.run_dir.join(format!("{}.ktap", run.kernel));
+    let path = session.run_dir().join(format!("{}.ktap", run.kernel));
     fs::write(&path, report::ktap(run)).with_context(|| format!("writing {}", path.display()))
 }
 

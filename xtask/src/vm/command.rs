@@ -7,12 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use guest_common::protocol::Program;
 use guest_common::request::HostCommand;
 
 use super::process::VmOutcome;
-use super::qemu::GuestIo;
-use super::session::{self, GuestRun};
+use super::session::{self, BootSpec, GuestRun, SessionOptions};
 use super::share::{ShareChoice, Sharing};
 use super::symbolize;
 use super::targets::BootConfig;
@@ -35,30 +33,27 @@ pub struct CommandOptions {
 /// host tools to boot and share must be there.
 pub fn run(source: &SourceConfig, boot: &BootConfig, options: &CommandOptions) -> Result<u8> {
     let command = host_command(options)?;
-    let prepared = session::prepare(source, boot, "run")?;
+    let sharing = SessionOptions {
+        sharing: Sharing::Host(options.share),
+        ..SessionOptions::default()
+    };
+    let prepared = session::prepare(source, boot, "run", sharing)?;
     let target = &prepared.targets[0];
     let mut session = prepared.session;
-    let run_dir = session.run_dir.clone();
-    session.sharing = Sharing::Host(options.share);
-    session.host_command = Some(command);
+    let run_dir = session.run_dir().to_path_buf();
     let outputs = (run_dir.join("stdout"), run_dir.join("stderr"));
-    session.io = if options.shell {
-        GuestIo::Shell {
-            console: run_dir.join(format!("console-{}.raw", target.name)),
-        }
-    } else {
-        GuestIo::Command {
-            stdout: outputs.0.clone(),
-            stderr: outputs.1.clone(),
-            stdin: None,
-        }
-    };
+    let console = run_dir.join(format!("console-{}.raw", target.name));
     let ran = if options.shell {
         let _terminal = TerminalGuard::save();
-        session.run_guest(target, target.guest(Program::Command, Vec::new(), None))
+        session.run_shell(target, command, &console)
     } else {
+        let spec = BootSpec {
+            host_command: Some(command),
+            ..BootSpec::default()
+        };
         session.run_command_relayed(
             target,
+            spec,
             (&outputs.0, &outputs.1),
             std::io::stdout(),
             std::io::stderr(),
@@ -66,10 +61,10 @@ pub fn run(source: &SourceConfig, boot: &BootConfig, options: &CommandOptions) -
     };
     // Relayed, or in the capped console log: the raw copies (as large as
     // the command made them) are not kept.
-    let raw = match &session.io {
-        GuestIo::Command { stdout, stderr, .. } => vec![stdout, stderr],
-        GuestIo::Shell { console } => vec![console],
-        GuestIo::Console => vec![],
+    let raw = if options.shell {
+        vec![console]
+    } else {
+        vec![outputs.0, outputs.1]
     };
     for file in raw {
         let _ = std::fs::remove_file(file);
