@@ -152,7 +152,10 @@ pub(super) fn first_tests(
 /// of them can change an outcome), whether the kernels are debug ones,
 /// and for the fuzzer its host side, its seed and budget.
 pub fn tests_key(options: &JudgeOptions) -> Result<String> {
-    let mut tests = ledger::tests_digest(&project::root(), &["selftests", "vm-images", "kconfig"])?;
+    let mut tests = ledger::tests_digest(
+        &project::root(),
+        &["selftests", "guest-common", "vm-images", "kconfig"],
+    )?;
     if options.debug {
         tests.push_str(" debug");
     }

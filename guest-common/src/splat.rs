@@ -53,7 +53,7 @@ pub fn is_panic(msg: &str) -> bool {
 /// `vm-images/splat-allowlist.txt`, built into both sides: substrings of
 /// kernel lines known to be benign, so neither the guest's kmsg scan nor
 /// the host's console watch counts them.
-const ALLOWLIST_FILE: &str = include_str!("../../splat-allowlist.txt");
+const ALLOWLIST_FILE: &str = include_str!("../../vm-images/splat-allowlist.txt");
 
 /// Parses an allowlist: one substring per line, `#` comments.
 pub fn parse_allowlist(text: &str) -> Vec<String> {
