@@ -265,8 +265,8 @@ pub struct MutantsArgs {
     /// What judges a mutant: the test plan (`--fail-fast`), or the
     /// fuzzer (`--fuzz-seconds` of it, `--seed`) held to the model of
     /// the mutant's variant.
-    #[arg(long, value_enum, default_value_t = MutantJudge::Plan)]
-    pub judge: MutantJudge,
+    #[arg(long, value_enum, default_value_t = crate::mutants::judge::MutantJudge::Plan)]
+    pub judge: crate::mutants::judge::MutantJudge,
     /// With `--judge fuzz`: seconds of fuzzing a mutant (CI's budget).
     #[arg(long, value_name = "N", default_value = "60")]
     pub fuzz_seconds: u64,
@@ -278,13 +278,6 @@ pub struct MutantsArgs {
     /// such as a lock never released.
     #[arg(long)]
     pub debug: bool,
-}
-
-/// What decides whether a mutant is killed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MutantJudge {
-    Plan,
-    Fuzz,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -475,7 +468,7 @@ pub struct BenchArgs {
     /// same from boot to boot; TCG only) or wall. Default: icount under
     /// TCG, wall under KVM.
     #[arg(long, value_enum)]
-    pub clock: Option<crate::report::grid::Clock>,
+    pub clock: Option<crate::bench::grid::Clock>,
     /// Write every row's instructions and faults to docs/bench/icount.json,
     /// the record `--gate` holds runs to (icount only).
     #[arg(long)]

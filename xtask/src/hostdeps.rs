@@ -2,7 +2,7 @@
 //! or Ubuntu as root the missing ones are installed with apt-get; anywhere
 //! else the error lists them with the command that installs them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
@@ -288,6 +288,29 @@ pub fn ensure_virtiofsd() -> Result<std::path::PathBuf> {
     virtiofsd::find().map_err(|why| anyhow::anyhow!("after cargo install: {why}"))
 }
 
+/// The npm package `name` at `version`, installed once under `prefix`;
+/// returns the `node_modules` directory that holds it.
+pub fn ensure_npm_package(name: &str, version: &str, prefix: &Path) -> Result<PathBuf> {
+    let modules = prefix.join("node_modules");
+    if modules.join(name).join("package.json").is_file() {
+        return Ok(modules);
+    }
+    let package = format!("{name}@{version}");
+    crate::status!(
+        "deps",
+        "installing {package} from npm into {}",
+        prefix.display()
+    );
+    let sh = crate::project::shell()?;
+    xshell::cmd!(
+        sh,
+        "npm install --silent --no-save --prefix {prefix} {package}"
+    )
+    .run()
+    .with_context(|| format!("npm install {package}"))?;
+    Ok(modules)
+}
+
 /// For a run that shares the host: a virtiofsd if one can be had. With
 /// `--share auto` a missing one is said in one line and the run goes on
 /// over 9p; with `--share virtiofs` it is an error.
@@ -328,6 +351,14 @@ pub fn ensure_boot(source: &crate::kernel::SourceConfig) -> Result<()> {
     let mut deps = kernel_build(source);
     deps.extend_from_slice(BOOT);
     ensure(&deps).context("checking the host tools for building and booting a kernel")
+}
+
+/// The host tools the fuzzer's kernels and its client need.
+pub fn ensure_fuzzer(source: &crate::kernel::SourceConfig) -> Result<()> {
+    let mut deps = kernel_build(source);
+    deps.extend_from_slice(BOOT);
+    deps.extend_from_slice(FUZZ_CLIENT);
+    ensure(&deps).context("checking the host tools for the fuzzer")
 }
 
 /// Set to 1 to never install anything, only report what is missing.

@@ -2,12 +2,16 @@
 //!
 //! This file only parses the command line and dispatches. The commands
 //! (`commands/`: build_kernel, check_patches, vmtest, run, kselftest,
-//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the work is in the layers below them:
-//! `kernel/` (source to bzImage), `vm/` (bzImage to a guest's report),
-//! `kselftest/` (the BPF tree's test_progs), `fresh_root/` (the install
-//! proof) and `report/` (what the guest said, and what the user reads).
+//! bench, ci, fresh_root, bundle, mutants, fuzz, cache) are thin; the
+//! work is in the layers below them: `kernel/` (source to bzImage),
+//! `vm/` (bzImage to a guest's report), the suites on a run's kernels
+//! (`plan/`, `kselftest/`, `fuzz/`, `mutants/`, `bench/`), `ci/` (ci's
+//! steps, their running and what a run cost), `fresh_root/` (the install
+//! proof) and `report/` (what the guest said, and the test reports the
+//! user reads).
 
-mod ci_times;
+mod bench;
+mod ci;
 mod cli;
 mod commands;
 mod config_file;
@@ -15,12 +19,12 @@ mod config_file;
 mod docs_claims;
 mod fresh_root;
 mod fuzz;
-mod host_noise;
 mod hostdeps;
 mod kernel;
 mod kselftest;
 mod leftovers;
 mod mutants;
+mod plan;
 mod project;
 mod report;
 mod util;

@@ -2,7 +2,8 @@
 //! lines (and every other `crate::` path) of each module outside its
 //! tests and holds them to the table below. Commands sit on top; the
 //! layers they call never reach back up to the command line, a command,
-//! or the installer of host tools.
+//! or the installer of host tools. And commands stand side by side: no
+//! command names another, so what two share lives in a layer below.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -17,12 +18,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kernel", "vm", "report", "project", "util", "leftovers"],
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
-    ("mutants", &["kernel", "report", "project", "util"]),
-    ("fuzz", &["kernel", "project", "util"]),
+    ("bench", &["kernel", "vm", "report", "project", "util"]),
+    (
+        "mutants",
+        &["plan", "fuzz", "kernel", "vm", "report", "project", "util"],
+    ),
+    (
+        "plan",
+        &["kernel", "vm", "report", "project", "util", "leftovers"],
+    ),
+    ("fuzz", &["kernel", "vm", "report", "project", "util"]),
     ("kernel", &["project", "util", "leftovers"]),
-    ("fresh_root", &["ci_times", "project", "util"]),
-    ("ci_times", &["kernel", "project", "util"]),
-    ("host_noise", &[]),
+    ("fresh_root", &["ci", "project", "util"]),
+    ("ci", &["kernel", "project", "util", "workers"]),
     ("workers", &[]),
     ("report", &["project", "util"]),
     ("leftovers", &["project", "util"]),
@@ -50,7 +58,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The top-level module a file belongs to: its first directory, or its stem.
 fn module_of(file: &Path) -> String {
-    let rel = file.strip_prefix(src()).unwrap();
+    first_name(file.strip_prefix(src()).unwrap())
+}
+
+/// The first directory of a relative path, or its file's stem.
+fn first_name(rel: &Path) -> String {
     let first = rel
         .components()
         .next()
@@ -70,33 +82,63 @@ fn non_test(text: &str) -> &str {
 /// The top-level modules `code` names through `crate::`: plain paths
 /// (`crate::vm::share`) and brace groups (`use crate::{hostdeps, kernel::x}`).
 fn named(code: &str) -> BTreeSet<String> {
+    names_after(code, "crate::")
+}
+
+/// The first name of each path in `code` that starts with `prefix`
+/// (`crate::`, `super::super::`): of a plain path, or of each item of a
+/// brace group (`prefix{a, b::{c, d}}` gives a and b). A prefix inside a
+/// longer name or path (`xcrate::`, `super::super::` for `super::`) does
+/// not count; a macro (`crate::status!`) is no module.
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut rest = code;
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
+    let mut from = 0;
+    while let Some(at) = code[from..].find(prefix).map(|i| from + i) {
+        from = at + prefix.len();
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[from..];
         if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                out.insert(name);
-            }
-        } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            // `crate::status!` is the status macro at the crate root.
-            if !rest[name.len()..].starts_with('!') {
-                out.insert(name);
-            }
+            out.extend(group_items(group).iter().map(|i| first_segment(i.trim())));
+        } else if !rest[first_segment(rest).len()..].starts_with('!') {
+            out.insert(first_segment(rest));
         }
     }
     out.retain(|n| !n.is_empty());
     out
+}
+
+/// The leading name of a path: `vm` of `vm::share`.
+fn first_segment(path: &str) -> String {
+    path.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The items of a brace group, from just after its `{` to its `}`: split
+/// at its own commas, not those of a group inside it.
+fn group_items(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start, mut end) = (0, 0, group.len());
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                end = i;
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..end]);
+    items
 }
 
 #[test]
@@ -131,11 +173,81 @@ fn every_layer_names_only_the_layers_below_it() {
 
 #[test]
 fn imports_are_read_from_paths_and_groups() {
-    let code = "use crate::{hostdeps, kernel::series::Series};\nuse crate::vm::share;\ncrate::status!(\"x\", \"y\");\nlet x = crate::util::tempdir();";
+    let code = "use crate::{hostdeps, kernel::series::Series};\nuse crate::vm::share;\ncrate::status!(\"x\", \"y\");\nlet x = crate::util::tempdir();\nuse crate::{ci::{steps, times}, workers};";
     let got: Vec<String> = named(code).into_iter().collect();
-    assert_eq!(got, ["hostdeps", "kernel", "util", "vm"]);
+    assert_eq!(got, ["ci", "hostdeps", "kernel", "util", "vm", "workers"]);
     assert_eq!(
         non_test("a\n#[cfg(test)]\nmod tests {\nuse crate::cli;\n}"),
         "a\n"
     );
+}
+
+/// The commands: the files and folders of `commands/`, but its mod.rs.
+fn command_names() -> Vec<String> {
+    fs::read_dir(src().join("commands"))
+        .unwrap()
+        .map(|e| first_name(Path::new(&e.unwrap().file_name())))
+        .filter(|name| name != "mod")
+        .collect()
+}
+
+/// The commands that the code of a file `depth` modules below
+/// `commands/` names: through `crate::commands::` or `commands::`, or
+/// through as many `super::`s as lead up to `commands/` (one more in its
+/// tests module).
+fn commands_named(text: &str, depth: usize, commands: &[String]) -> BTreeSet<String> {
+    let code = non_test(text);
+    let tests = &text[code.len()..];
+    let mut out = names_after(code, &"super::".repeat(depth));
+    out.extend(names_after(tests, &"super::".repeat(depth + 1)));
+    out.extend(names_after(text, "crate::commands::"));
+    out.extend(names_after(text, "commands::"));
+    out.retain(|name| commands.contains(name));
+    out
+}
+
+#[test]
+fn no_command_names_another() {
+    let commands = command_names();
+    let dir = src().join("commands");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let mut found = BTreeSet::new();
+    for file in &files {
+        let rel = file.strip_prefix(&dir).unwrap();
+        let own = first_name(rel);
+        if own == "mod" {
+            continue;
+        }
+        let depth = rel.components().count() - usize::from(rel.ends_with("mod.rs"));
+        let text = fs::read_to_string(file).unwrap();
+        for other in commands_named(&text, depth, &commands) {
+            if other != own {
+                found.insert((own.clone(), other));
+            }
+        }
+    }
+    let named: Vec<String> = found
+        .iter()
+        .map(|(a, b)| format!("commands/{a} names the command {b}"))
+        .collect();
+    assert!(
+        named.is_empty(),
+        "a command names only itself; what two share goes into a layer below them:\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn commands_are_read_through_super_and_commands_paths() {
+    let commands = ["bench", "cache", "ci", "fuzz", "run", "vmtest"].map(String::from);
+    let text = "use super::vmtest;\nuse super::super::fuzz::x;\nfn f() {\n    crate::commands::{bench, ci::y};\n    commands::cache::z();\n}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    fn g() {\n        super::run();\n        super::super::ci::q();\n    }\n}\n";
+    let got: Vec<String> = commands_named(text, 1, &commands).into_iter().collect();
+    // super::super::fuzz is the crate's fuzz, and super::run in the
+    // tests the file's own run.
+    assert_eq!(got, ["bench", "cache", "ci", "vmtest"]);
+    let nested: Vec<String> = commands_named("use super::super::fuzz;", 2, &commands)
+        .into_iter()
+        .collect();
+    assert_eq!(nested, ["fuzz"]);
 }

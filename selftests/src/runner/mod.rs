@@ -54,14 +54,26 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    const ALL: [Kernel; 5] = [
+        Kernel::Base,
+        Kernel::Patched,
+        Kernel::Direct,
+        Kernel::Prefault,
+        Kernel::Adaptive,
+    ];
+
     pub fn from_name(name: &str) -> Option<Kernel> {
-        match name {
-            "base" => Some(Kernel::Base),
-            "patched" => Some(Kernel::Patched),
-            "direct" => Some(Kernel::Direct),
-            "prefault" => Some(Kernel::Prefault),
-            "adaptive" => Some(Kernel::Adaptive),
-            _ => None,
+        Kernel::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The plan's name of the kernel, which `--kernel` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Base => "base",
+            Kernel::Patched => "patched",
+            Kernel::Direct => "direct",
+            Kernel::Prefault => "prefault",
+            Kernel::Adaptive => "adaptive",
         }
     }
 
@@ -249,7 +261,7 @@ pub fn one_line(msg: &str) -> String {
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
         .collect::<Vec<_>>()
-        .join(" | ");
+        .join(guest_common::protocol::LINE_BREAK);
     let clean: String = joined
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -435,7 +447,7 @@ impl<'a> GuestRun<'a> {
             let splats = find_splats(&k.read_new());
             if !splats.is_empty() {
                 let shown: Vec<_> = splats.iter().take(5).cloned().collect();
-                let report = format!("kernel splat in dmesg: {}", shown.join(" | "));
+                let report = format!("kernel splat in dmesg: {}", shown.join("\n"));
                 outcome = add_failure(outcome, report);
             }
         }
@@ -488,7 +500,7 @@ mod unit {
     #[test]
     fn every_plan_kernel_has_expectations() {
         for name in guest_common::protocol::PLAN_KERNELS {
-            assert!(Kernel::from_name(name).is_some(), "{name}");
+            assert_eq!(Kernel::from_name(name).map(Kernel::name), Some(name));
         }
         assert_eq!(Kernel::from_name("other"), None);
     }

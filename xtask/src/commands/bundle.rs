@@ -16,10 +16,6 @@ use crate::kselftest::{self, runner::Runner};
 use crate::vm::targets::Target;
 use crate::{hostdeps, project};
 
-/// What the test steps boot: every kernel, and the debug ones of the
-/// series' variants.
-pub const KERNELS: &[(&str, bool)] = &[("all", false), ("patched,adaptive", true)];
-
 pub fn run(args: BundleArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let mut deps = hostdeps::kernel_build(&source);
@@ -31,7 +27,7 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
     }
     let series = Series::load(&source.patches)?;
     let mut targets = Vec::new();
-    for (words, debug) in KERNELS {
+    for (words, debug) in bundle::KERNELS {
         let words: Vec<String> = words.split(',').map(str::to_string).collect();
         let specs = kernel::specs_for(
             &words,

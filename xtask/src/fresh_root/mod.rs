@@ -472,7 +472,7 @@ pub fn report(checked: &Checked, record_it: bool) -> Result<()> {
                 None if summary.form == Form::Full => crate::status!(
                     "fresh-root",
                     "ci's run not recorded as the cold run: it left no {} in the root's cache",
-                    crate::ci_times::FILE_NAME
+                    crate::ci::times::FILE_NAME
                 ),
                 None => {}
             }
@@ -485,9 +485,9 @@ pub fn report(checked: &Checked, record_it: bool) -> Result<()> {
 
 /// The full form's ci, cold in the fresh root, put on record as the cold
 /// run ci projects from; a run that cannot be (warm, failed) is said.
-fn record_cold_ci(times: &crate::ci_times::CiTimes) {
-    let to = project::root().join(crate::ci_times::COLD_RECORD);
-    match crate::ci_times::record(times, &to) {
+fn record_cold_ci(times: &crate::ci::times::CiTimes) {
+    let to = project::root().join(crate::ci::times::COLD_RECORD);
+    match crate::ci::times::record(times, &to) {
         Ok(()) => crate::status!("fresh-root", "ci's cold run recorded in {}", to.display()),
         Err(e) => crate::status!("fresh-root", "ci's run not recorded as the cold run: {e:#}"),
     }

@@ -329,7 +329,7 @@ mod tests {
     fn the_quick_forms_kselftest_runs_cis_runners() {
         // The quick form spells ci's runner list out (its commands are
         // static strings): this holds the two together.
-        let want = format!("--runner {}", crate::commands::ci::CI_RUNNERS);
+        let want = format!("--runner {}", crate::ci::steps::CI_RUNNERS);
         assert!(
             Form::Quick
                 .commands()

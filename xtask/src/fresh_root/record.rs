@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::plan::Form;
-use crate::ci_times::{self, CiTimes};
+use crate::ci::times::{self, CiTimes};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CommandResult {
@@ -56,10 +56,10 @@ pub fn last_ci_times(cache: &Path) -> Option<CiTimes> {
     let newest = runs
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("ci-"))
-        .map(|e| e.path().join(ci_times::FILE_NAME))
+        .map(|e| e.path().join(times::FILE_NAME))
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .max()?;
-    ci_times::read(&newest.1).ok()
+    times::read(&newest.1).ok()
 }
 
 /// The last closing line of a test runner in `text`: ours
@@ -177,7 +177,7 @@ mod tests {
                 steps: vec![],
                 total_seconds: total,
             };
-            ci_times::write(&dir, &t).unwrap();
+            times::write(&dir, &t).unwrap();
             // Apart in mtime, whatever the file system's granularity.
             std::thread::sleep(std::time::Duration::from_millis(20));
         };

@@ -1,5 +1,5 @@
 //! Building `fuzz-client`, the fuzzer guest's real user of libbpf's
-//! skeleton path for global data (`vm-images/fuzz/client`): a BPF object
+//! skeleton path for global data (`vm-images/map-fuzz/client`): a BPF object
 //! whose `.data`, `.bss` and `.rodata` libbpf turns into mmap-able array
 //! maps, its skeleton from bpftool, and a fully static client (it runs in
 //! an initramfs with no libraries) that checks every page of them.
@@ -53,7 +53,7 @@ pub struct ClientPaths {
     pub libbpf_include: PathBuf,
     /// The static libbpf, `libbpf.a`.
     pub libbpf_archive: PathBuf,
-    /// `vm-images/fuzz/client`.
+    /// `vm-images/map-fuzz/client`.
     pub source_dir: PathBuf,
     /// Where the object, the skeleton and the binary are written.
     pub out_dir: PathBuf,

@@ -4,10 +4,11 @@
 //! a kernel that died mid-run, the operations drawn again on the host
 //! from the seed up to the last progress the guest reported (the
 //! generator reads only the model's structure, the same on every
-//! kernel). The guest program is `vm-images/fuzz`; the skeleton client
-//! it runs is built here (`client`, `tools`). The command is
-//! `commands/fuzz.rs`.
+//! kernel). The guest program is `vm-images/map-fuzz`; the skeleton client
+//! it runs is built here (`client`, `tools`); `campaign` runs the fuzzer
+//! on a run's kernels and judges each.
 
+pub mod campaign;
 pub mod client;
 pub mod records;
 pub mod tools;
@@ -15,8 +16,8 @@ pub mod tools;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use fuzz::gen::Generator;
-use fuzz::model::Model;
+use map_fuzz::gen::Generator;
+use map_fuzz::model::Model;
 use selftests::runner::Kernel;
 
 use self::records::KernelFuzz;
@@ -194,7 +195,7 @@ mod tests {
         assert_ne!(ops, regenerate(42, 300, 2, false));
         // Each line reads back as an operation the guest can replay.
         let text = reproducer("patched", 42, "the kernel died", &ops);
-        assert_eq!(fuzz::op::parse_ops(&text).unwrap().len(), 300);
+        assert_eq!(map_fuzz::op::parse_ops(&text).unwrap().len(), 300);
         assert!(text.starts_with("# bpflab fuzz reproducer: kernel patched, seed 42\n"));
     }
 }

@@ -1,4 +1,4 @@
-//! The guest fuzzer's `BPFLAB-FUZZ` records (`vm-images/fuzz/src/report.rs`
+//! The guest fuzzer's `BPFLAB-FUZZ` records (`vm-images/map-fuzz/src/report.rs`
 //! writes them), read into one kernel's run: how far it got, the digests
 //! on the way, its divergence and its summary.
 

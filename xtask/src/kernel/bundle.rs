@@ -19,6 +19,11 @@ use super::KernelConfig;
 /// The environment variable that names a bundle, for the steps of `ci`.
 pub const BUNDLE_ENV: &str = "BPFLAB_BUNDLE";
 
+/// What a bundle holds, as `--kernel` words and whether debug: every
+/// kernel, and the debug ones of the series' variants, which are what
+/// the test steps of `ci` boot.
+pub const KERNELS: &[(&str, bool)] = &[("all", false), ("patched,adaptive", true)];
+
 /// Where a kernel's image is in a bundle.
 pub fn image(bundle: &Path, kernel: &str) -> PathBuf {
     bundle.join("kernels").join(format!("{kernel}.bzImage"))

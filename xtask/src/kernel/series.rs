@@ -289,7 +289,7 @@ mod tests {
             defined[0].1,
             guest_common::protocol::PREFAULT_WINDOW_PAGES,
             "{} defines a window of {} pages; set PREFAULT_WINDOW_PAGES in \
-             vm-images/guest-common/src/protocol/mod.rs to match",
+             guest-common/src/protocol/mod.rs to match",
             defined[0].0,
             defined[0].1
         );

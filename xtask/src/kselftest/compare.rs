@@ -303,12 +303,7 @@ mod tests {
             accel: "tcg".into(),
             results: results
                 .iter()
-                .map(|(n, s)| TestResult {
-                    name: n.to_string(),
-                    status: *s,
-                    millis: 0,
-                    message: String::new(),
-                })
+                .map(|(n, s)| TestResult::new(n, *s, 0, String::new()))
                 .collect(),
             seconds: 1.0,
         }

@@ -18,7 +18,7 @@ use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
 use crate::vm::relay::LinePrefixed;
-use crate::vm::session::{GuestRun, Session};
+use crate::vm::session::{BootSpec, GuestRun, Session};
 use crate::vm::symbolize;
 use crate::vm::targets::Target;
 
@@ -110,7 +110,7 @@ pub struct KernelResults {
     pub accel: String,
     pub seconds: f64,
     /// test_progs's stderr, last lines.
-    pub stderr_tail: String,
+    pub stderr_tail: Vec<String>,
     pub summary_seen: bool,
     pub status: String,
 }
@@ -208,12 +208,11 @@ impl Resume<'_> {
             "== {}: {name} stopped the guest ({cause}); resuming after it",
             target.name
         );
-        all.results.push(TestResult {
-            name: name.to_string(),
-            status: Status::Crashed,
-            millis: 0,
-            message: crash_message(cause, &ran.outcome),
-        });
+        all.results.push(TestResult::with_lines(
+            name,
+            Status::Crashed,
+            crash_lines(cause, &ran.outcome),
+        ));
         self.done = Some(n);
         true
     }
@@ -225,7 +224,7 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         vm_failure: None,
         accel: String::new(),
         seconds: 0.0,
-        stderr_tail: String::new(),
+        stderr_tail: Vec::new(),
         summary_seen: false,
         status: "?".into(),
     };
@@ -237,14 +236,15 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
     };
     let mut consoles = Vec::new();
     for boot in 1.. {
-        session.output_stall = Some(job.stall);
-        session.tcg_threads = job.runner.tcg_threads();
         let args = resume.args(job.argv);
         let (ran, stdout, stderr) = boot_once(session, target, job, &args, boot)?;
         let parsed = parse_output(job.runner, &stdout);
         all.accel = ran.accel.name().into();
         all.seconds += ran.outcome.elapsed.as_secs_f64();
-        all.stderr_tail = crate::util::last_lines(&stderr, 8).replace('\n', " | ");
+        all.stderr_tail = crate::util::last_lines(&stderr, 8)
+            .lines()
+            .map(str::to_string)
+            .collect();
         all.status = status_of(&ran);
         all.summary_seen = parsed.summary.is_some();
         let last = parse::last_number(&stdout).max(resume.done.unwrap_or(0));
@@ -288,7 +288,7 @@ fn top_level_names(results: &[TestResult]) -> Vec<String> {
 /// What a crashed test's KTAP diagnostics and JUnit error carry: the
 /// cause, the first splat and what followed it (or the console's last
 /// lines), and the boot's own console log.
-fn crash_message(cause: &str, outcome: &VmOutcome) -> String {
+fn crash_lines(cause: &str, outcome: &VmOutcome) -> Vec<String> {
     let mut parts = vec![cause.to_string()];
     let excerpt: Vec<&String> = match outcome.splat_in_test.split_first() {
         Some((first, after)) => {
@@ -300,7 +300,7 @@ fn crash_message(cause: &str, outcome: &VmOutcome) -> String {
     parts.extend(excerpt.iter().map(|l| l.trim_end().to_string()));
     parts.push(format!("console: {}", outcome.console_log.display()));
     parts.push("the run resumed after it in a new boot".into());
-    parts.join(" | ")
+    parts
 }
 
 /// One boot of a runner; its output files are `<runner>-<kernel>-<boot>.*`.
@@ -312,9 +312,13 @@ fn boot_once(
     boot: usize,
 ) -> Result<(GuestRun, String, String)> {
     let stem = format!("{}-{}-{boot}", job.runner.name(), target.name);
-    let out = session.run_dir.join(format!("{stem}.out"));
-    let err = session.run_dir.join(format!("{stem}.err"));
-    session.host_command = Some(command(job.dir, job.runner, argv)?);
+    let out = session.run_dir().join(format!("{stem}.out"));
+    let err = session.run_dir().join(format!("{stem}.err"));
+    let spec = BootSpec {
+        host_command: Some(command(job.dir, job.runner, argv)?),
+        output_stall: Some(job.stall),
+        tcg_threads: Some(job.runner.tcg_threads()),
+    };
     // Live, as test_progs prints it; parsed from the file afterwards.
     let live = || -> Box<dyn std::io::Write + Send> {
         match &job.label {
@@ -322,7 +326,7 @@ fn boot_once(
             None => Box::new(std::io::stderr()),
         }
     };
-    let ran = session.run_command_relayed(target, (&out, &err), live(), live())?;
+    let ran = session.run_command_relayed(target, spec, (&out, &err), live(), live())?;
     let read = |path: &Path| {
         fs::read(path)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -385,7 +389,7 @@ mod tests {
             elapsed: std::time::Duration::from_secs(3),
             qemu_stderr: vec![],
         };
-        let m = crash_message("the kernel panicked: Fatal exception", &o);
+        let m = crash_lines("the kernel panicked: Fatal exception", &o).join(" | ");
         assert!(
             m.starts_with("the kernel panicked: Fatal exception | line 3 |"),
             "{m}"
@@ -395,7 +399,7 @@ mod tests {
             "{m}"
         );
         o.splat_in_test = vec!["BUG: unable to handle page fault".into(), "RIP: x".into()];
-        let m = crash_message("the kernel panicked", &o);
+        let m = crash_lines("the kernel panicked", &o).join(" | ");
         assert!(
             m.starts_with("the kernel panicked | first splat: BUG: unable to handle page fault | RIP: x | console:"),
             "{m}"

@@ -2,9 +2,11 @@
 //! test, run in the guest of each kernel over the share, and compared
 //! base against patched (`compare.rs`). A test that fails only on a
 //! patched kernel is a regression; one that fails on base too is listed,
-//! not held against the series. The command is `commands/kselftest.rs`.
+//! not held against the series. `campaign` runs the suite on a run's
+//! kernels (`selection` chooses the tests), `verdict` concludes.
 
 pub mod build;
+pub mod campaign;
 pub mod compare;
 pub mod guest;
 pub mod leftout;
@@ -12,6 +14,8 @@ pub mod lists;
 pub mod others;
 pub mod parse;
 pub mod runner;
+pub mod selection;
+pub mod verdict;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -305,19 +309,17 @@ fn runner_run(
     }
     if !ran.summary_seen {
         let why = ran.vm_failure.as_deref().unwrap_or("the runner stopped");
-        results.push(TestResult {
-            name: runner.name().into(),
-            status: Status::Crashed,
-            millis: 0,
-            message: format!("no summary line (exit status {status}): {why} | {tail}"),
-        });
+        let message = format!("no summary line (exit status {status}): {why}");
+        results.push(
+            TestResult::new(runner.name(), Status::Crashed, 0, message)
+                .with_detail(tail.iter().cloned()),
+        );
     } else if status != "0" && !any_failed {
-        results.push(TestResult {
-            name: runner.name().into(),
-            status: Status::Fail,
-            millis: 0,
-            message: format!("exit status {status} with no failed test | {tail}"),
-        });
+        let message = format!("exit status {status} with no failed test");
+        results.push(
+            TestResult::new(runner.name(), Status::Fail, 0, message)
+                .with_detail(tail.iter().cloned()),
+        );
     }
     let c = Counts::of(&results);
     eprintln!(
@@ -347,7 +349,7 @@ pub fn kernel_run(session: &Session, target: &Target, runs: Vec<RunnerRun>) -> R
         seconds: runs.iter().map(|r| r.seconds).sum(),
         results: runs.into_iter().flat_map(|r| r.results).collect(),
     };
-    let path = session.run_dir.join(format!("{}.ktap", kr.kernel));
+    let path = session.run_dir().join(format!("{}.ktap", kr.kernel));
     fs::write(&path, report::ktap(&kr)).with_context(|| format!("writing {}", path.display()))?;
     Ok(kr)
 }

@@ -11,16 +11,11 @@
 use super::parse::Parsed;
 use crate::report::protocol::{Status, TestResult};
 
-/// Lines of a failure's detail kept in its message.
+/// Lines of a failure's detail kept.
 const DETAIL_LINES: usize = 12;
 
 fn result(name: &str, status: Status, message: String) -> TestResult {
-    TestResult {
-        name: name.to_string(),
-        status,
-        millis: 0,
-        message,
-    }
+    TestResult::new(name, status, 0, message)
 }
 
 pub fn parse_maps(stdout: &str) -> Parsed {
@@ -49,12 +44,9 @@ pub fn parse_maps(stdout: &str) -> Parsed {
     let all = match &parsed.summary {
         Some(s) if s.starts_with("OK") => result("all", Status::Pass, String::new()),
         _ => {
-            let tail = crate::util::last_lines(stdout, DETAIL_LINES).replace('\n', " | ");
-            result(
-                "all",
-                Status::Fail,
-                format!("no `test_maps: OK` line | {tail}"),
-            )
+            let tail = crate::util::last_lines(stdout, DETAIL_LINES);
+            result("all", Status::Fail, "no `test_maps: OK` line".into())
+                .with_detail(tail.lines().map(str::to_string))
         }
     };
     parsed.results.push(all);
@@ -107,7 +99,7 @@ pub fn parse_verifier(stdout: &str) -> Parsed {
         if let Some(last) = parsed.results.last_mut() {
             if last.status == Status::Fail && !detail.is_empty() {
                 let keep = &detail[..detail.len().min(DETAIL_LINES)];
-                last.message = format!("{} | {}", last.message, keep.join(" | "));
+                last.detail.extend(keep.iter().map(|l| l.to_string()));
             }
         }
         detail.clear();
@@ -187,9 +179,10 @@ mod tests {
                 ("#5/p jit", Status::Pass),
             ]
         );
+        assert_eq!(p.results[3].message, "FAIL");
         assert_eq!(
-            p.results[3].message,
-            "FAIL | Unexpected verifier log! | EXP: R1 bad"
+            p.results[3].detail,
+            ["Unexpected verifier log!", "EXP: R1 bad"]
         );
         assert_eq!(p.results[5].message, "FAIL retval 1 != 2");
         assert_eq!(p.summary.as_deref(), Some("4 PASSED, 1 SKIPPED, 2 FAILED"));

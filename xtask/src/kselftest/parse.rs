@@ -41,18 +41,13 @@ pub fn parse(stdout: &str) -> Parsed {
             continue;
         }
         last_result = line;
-        let message = if status == Status::Fail {
-            failure_message(&log)
+        let lines = if status == Status::Fail {
+            failure_lines(&log)
         } else {
-            String::new()
+            Vec::new()
         };
         log.clear();
-        let result = TestResult {
-            name: name.to_string(),
-            status,
-            millis: 0,
-            message,
-        };
+        let result = TestResult::with_lines(name, status, lines);
         if number.contains('/') {
             subtests.push(result);
             continue;
@@ -99,12 +94,7 @@ pub fn is_test_or_subtest(name: &str, test: &str) -> bool {
 pub fn not_reported(results: &[TestResult], plan: &[String]) -> Vec<TestResult> {
     plan.iter()
         .filter(|t| !results.iter().any(|r| is_test_or_subtest(&r.name, t)))
-        .map(|t| TestResult {
-            name: t.clone(),
-            status: Status::NotRun,
-            millis: 0,
-            message: "test_progs did not report it".into(),
-        })
+        .map(|t| TestResult::new(t, Status::NotRun, 0, "test_progs did not report it".into()))
         .collect()
 }
 
@@ -130,8 +120,8 @@ fn result_line(line: &str) -> Option<(&str, &str, Status)> {
     Some((number, name, status))
 }
 
-/// The tail of a failed test's log, one message (` | ` between lines).
-fn failure_message(log: &[&str]) -> String {
+/// The tail of a failed test's log, a line each.
+fn failure_lines(log: &[&str]) -> Vec<String> {
     let lines: Vec<&str> = log
         .iter()
         .map(|l| l.trim())
@@ -139,9 +129,9 @@ fn failure_message(log: &[&str]) -> String {
         .collect();
     let tail = &lines[lines.len().saturating_sub(LOG_LINES)..];
     if tail.is_empty() {
-        "failed (test_progs printed no log)".to_string()
+        vec!["failed (test_progs printed no log)".to_string()]
     } else {
-        tail.join(" | ")
+        tail.iter().map(|l| l.to_string()).collect()
     }
 }
 
@@ -226,8 +216,12 @@ Summary: 3/3 PASSED, 2 SKIPPED, 1 FAILED
         let p = parse(RUN);
         let s = find(&p, "skeleton");
         assert_eq!(s.status, Status::Fail);
-        assert!(s.message.contains("bss_check unexpected"), "{}", s.message);
-        assert!(s.message.contains(" | "), "{}", s.message);
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines.len() > 1, "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.contains("bss_check unexpected")),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -4,13 +4,19 @@
 //! place where the suite looks away.
 //!
 //! `units` cuts a patch's added code into statements, `operators` mutates
-//! them, `lists` reads the equivalent mutants and CI's sample, `outcome`
-//! judges a mutant's run and tallies the report.
+//! them, `lists` reads the equivalent mutants and CI's sample, `select`
+//! chooses a run's mutants, `judge` (after `control`) runs each and
+//! `outcome` judges its run, `ledger` keeps outcomes, `report` tallies.
 
+pub mod campaign;
+pub mod control;
+pub mod judge;
 pub mod ledger;
 pub mod lists;
 pub mod operators;
 pub mod outcome;
+pub mod report;
+pub mod select;
 pub mod units;
 
 use std::fs;

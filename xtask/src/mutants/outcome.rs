@@ -223,12 +223,7 @@ mod tests {
     use crate::mutants::operators::Op;
 
     fn result(name: &str, status: Status) -> TestResult {
-        TestResult {
-            name: name.into(),
-            status,
-            millis: 1,
-            message: "why\nmore".into(),
-        }
+        TestResult::new(name, status, 1, "why".into()).with_detail(["more".to_string()])
     }
 
     #[test]

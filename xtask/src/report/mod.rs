@@ -1,19 +1,10 @@
-//! Test reports: KTAP per kernel, one JUnit XML file for the run, and the
-//! counts behind the closing `N passed, N failed` line.
+//! Test results: the results channel read (`protocol`; the benchmark's
+//! records pass through it unparsed), skips held to their allowlist
+//! (`skips`), and the reports: KTAP per kernel, one JUnit XML file for
+//! the run, and the counts behind the closing `N passed, N failed` line.
 
-pub mod bench;
-pub mod fill;
-pub mod gate;
-pub mod grid;
-pub mod interval;
-pub mod model;
-pub mod plot;
 pub mod protocol;
-pub mod seed;
 pub mod skips;
-pub mod sparse;
-pub mod targets;
-pub mod threads;
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -94,10 +85,10 @@ impl Counts {
     }
 }
 
-/// Diagnostic lines: a message's ` | `-separated parts, one per line.
-fn diagnostics(out: &mut String, message: &str) {
-    for part in message.split(" | ") {
-        writeln!(out, "# {part}").unwrap();
+/// Diagnostic lines: the message and its detail, one per line.
+fn diagnostics(out: &mut String, r: &TestResult) {
+    for line in r.lines() {
+        writeln!(out, "# {line}").unwrap();
     }
 }
 
@@ -113,7 +104,7 @@ pub fn ktap(run: &KernelRun) -> String {
                 writeln!(out, "ok {n} {} # SKIP {}", r.name, r.message).unwrap()
             }
             Status::Fail | Status::Crashed => {
-                diagnostics(&mut out, &r.message);
+                diagnostics(&mut out, r);
                 writeln!(out, "not ok {n} {}", r.name).unwrap();
             }
         }
@@ -124,8 +115,8 @@ pub fn ktap(run: &KernelRun) -> String {
 /// One result as a JUnit test case: a failure or a crash carries its
 /// first line as the message and the whole of it as the text.
 fn junit_case(kernel: &str, r: &TestResult) -> TestCase {
-    let first = r.message.split(" | ").next().unwrap_or("");
-    let full = r.message.replace(" | ", "\n");
+    let first = r.message.as_str();
+    let full = r.lines().collect::<Vec<_>>().join("\n");
     let mut status = match r.status {
         Status::Pass => TestCaseStatus::success(),
         Status::Skip | Status::NotRun => TestCaseStatus::skipped(),
@@ -167,18 +158,19 @@ mod tests {
     use super::*;
 
     fn run() -> KernelRun {
-        let r = |name: &str, status, message: &str| TestResult {
-            name: name.into(),
-            status,
-            millis: 1500,
-            message: message.into(),
+        let r = |name: &str, status, message: &str| {
+            let lines = message.split('\n').map(str::to_string).collect();
+            TestResult {
+                millis: 1500,
+                ..TestResult::with_lines(name, status, lines)
+            }
         };
         KernelRun {
             kernel: "patched".into(),
             accel: "TCG".into(),
             results: vec![
                 r("t01_a", Status::Pass, ""),
-                r("t02_b", Status::Fail, "rss <3> & \"x\" | second line"),
+                r("t02_b", Status::Fail, "rss <3> & \"x\"\nsecond line"),
                 r("t27_c", Status::Skip, "one NUMA node"),
             ],
             seconds: 12.5,
@@ -213,20 +205,20 @@ mod tests {
 
     fn crashed_run() -> KernelRun {
         let mut k = run();
-        k.results.push(TestResult {
-            name: "t28_d".into(),
-            status: Status::Crashed,
-            millis: 0,
-            message:
-                "the kernel panicked: Kernel panic - not syncing: dumptest | first splat: BUG: x"
-                    .into(),
-        });
-        k.results.push(TestResult {
-            name: "t28_e".into(),
-            status: Status::NotRun,
-            millis: 0,
-            message: "not run: the guest died during t28_d".into(),
-        });
+        k.results.push(TestResult::with_lines(
+            "t28_d",
+            Status::Crashed,
+            vec![
+                "the kernel panicked: Kernel panic - not syncing: dumptest".into(),
+                "first splat: BUG: x".into(),
+            ],
+        ));
+        k.results.push(TestResult::new(
+            "t28_e",
+            Status::NotRun,
+            0,
+            "not run: the guest died during t28_d".into(),
+        ));
         k
     }
 

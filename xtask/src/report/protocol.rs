@@ -3,7 +3,7 @@
 //! defines them.
 
 use anyhow::{bail, Result};
-use guest_common::protocol::{self as wire, Line, Program, ResultWord, TestLine};
+use guest_common::protocol::{self as wire, Line, Program, ResultWord, TestLine, LINE_BREAK};
 pub use guest_common::protocol::{Outcome, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +22,42 @@ pub struct TestResult {
     pub name: String,
     pub status: Status,
     pub millis: u64,
+    /// Its first line: why it failed, skipped or was not run.
     pub message: String,
+    /// The lines after it: a log's tail, a symbolized splat, a console's.
+    pub detail: Vec<String>,
+}
+
+impl TestResult {
+    /// A result whose message is one line, with no detail.
+    pub fn new(name: &str, status: Status, millis: u64, message: String) -> TestResult {
+        TestResult {
+            name: name.to_string(),
+            status,
+            millis,
+            message,
+            detail: Vec::new(),
+        }
+    }
+
+    /// A result whose first line of `lines` is the message and the rest
+    /// the detail.
+    pub fn with_lines(name: &str, status: Status, lines: Vec<String>) -> TestResult {
+        let mut lines = lines.into_iter();
+        let message = lines.next().unwrap_or_default();
+        TestResult::new(name, status, 0, message).with_detail(lines)
+    }
+
+    /// The result with `lines` after its detail.
+    pub fn with_detail(mut self, lines: impl IntoIterator<Item = String>) -> TestResult {
+        self.detail.extend(lines);
+        self
+    }
+
+    /// The message, then its detail: one line each.
+    pub fn lines(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.message.as_str()).chain(self.detail.iter().map(String::as_str))
+    }
 }
 
 /// Everything the guest said on the results channel, before any judgement
@@ -93,7 +128,10 @@ pub fn read_transcript(text: &str) -> Result<Transcript> {
     Ok(t)
 }
 
+/// A result line's message carries its lines joined on one protocol
+/// line: the first is the message, the rest its detail.
 fn test_result(r: TestLine) -> TestResult {
+    let mut lines = r.message.split(LINE_BREAK).map(str::to_string);
     TestResult {
         name: r.name,
         status: match r.word {
@@ -103,7 +141,8 @@ fn test_result(r: TestLine) -> TestResult {
             ResultWord::NotRun => Status::NotRun,
         },
         millis: r.millis,
-        message: r.message,
+        message: lines.next().unwrap_or_default(),
+        detail: lines.collect(),
     }
 }
 
@@ -163,19 +202,15 @@ pub fn salvage(t: &Transcript, death: &Death) -> Option<Vec<TestResult>> {
     let running = t.running().map(str::to_string);
     let mut results = t.results.clone();
     if let Some(name) = &running {
-        let mut message = death.cause.clone();
-        if let Some(splat) = &death.first_splat {
-            message += &format!(" | first splat: {}", splat.trim());
-        }
-        for line in &death.excerpt {
-            message += &format!(" | {}", line.trim_end());
-        }
-        results.push(TestResult {
-            name: name.clone(),
-            status: Status::Crashed,
-            millis: 0,
-            message,
-        });
+        let splat = death
+            .first_splat
+            .iter()
+            .map(|s| format!("first splat: {}", s.trim()));
+        let excerpt = death.excerpt.iter().map(|l| l.trim_end().to_string());
+        results.push(
+            TestResult::new(name, Status::Crashed, 0, death.cause.clone())
+                .with_detail(splat.chain(excerpt)),
+        );
     }
     let why = match (&running, t.started.last()) {
         (Some(name), _) => format!("not run: the guest died during {name}"),
@@ -184,12 +219,7 @@ pub fn salvage(t: &Transcript, death: &Death) -> Option<Vec<TestResult>> {
     };
     for name in plan {
         if !results.iter().any(|r| &r.name == name) {
-            results.push(TestResult {
-                name: name.clone(),
-                status: Status::NotRun,
-                millis: 0,
-                message: why.clone(),
-            });
+            results.push(TestResult::new(name, Status::NotRun, 0, why.clone()));
         }
     }
     let order = |r: &TestResult| plan.iter().position(|n| *n == r.name).unwrap_or(usize::MAX);
@@ -248,7 +278,8 @@ mod tests {
         assert_eq!(r.verdict.detail.to_string(), "exit=1");
         assert_eq!(r.results.len(), 3);
         assert_eq!(r.results[0].status, Status::Pass);
-        assert_eq!(r.results[1].message, "expected 3 pages | got 2048");
+        assert_eq!(r.results[1].message, "expected 3 pages");
+        assert_eq!(r.results[1].detail, ["got 2048"]);
         assert_eq!(r.results[1].millis, 7);
         assert_eq!(r.results[2].status, Status::Skip);
     }
@@ -335,10 +366,8 @@ mod tests {
             "{}",
             r[2].message
         );
-        assert!(r[2]
-            .message
-            .contains("first splat: [   9.000001] BUG: unable to handle"));
-        assert!(r[2].message.contains("Call Trace:"));
+        assert!(r[2].detail[0].starts_with("first splat: [   9.000001] BUG: unable to handle"));
+        assert!(r[2].detail.iter().any(|l| l.contains("Call Trace:")));
         assert_eq!(r[3].message, "not run: the guest died during t03_c");
     }
 

@@ -65,12 +65,7 @@ mod tests {
     use super::*;
 
     fn result(name: &str, status: Status, message: &str) -> TestResult {
-        TestResult {
-            name: name.into(),
-            status,
-            millis: 0,
-            message: message.into(),
-        }
+        TestResult::new(name, status, 0, message.into())
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn cargo_build() -> Result<()> {
     );
     cmd!(
         sh,
-        "cargo build --quiet --release --target {GUEST_TARGET} -p guest-init -p selftests -p bench -p fuzz"
+        "cargo build --quiet --release --target {GUEST_TARGET} -p guest-init -p selftests -p bench -p map-fuzz"
     )
     .quiet()
     .run()

@@ -186,6 +186,7 @@ pub fn console_check(outcome: &VmOutcome, results: &[TestResult]) -> TestResult 
                 outcome.console_log.display()
             ),
         },
+        detail: Vec::new(),
     }
 }
 
@@ -253,14 +254,16 @@ mod tests {
             statuses(&j),
             [Status::Pass, Status::Crashed, Status::NotRun]
         );
-        let crashed = &j.report.results[1].message;
+        let crashed = &j.report.results[1];
         assert!(
-            crashed.starts_with("the kernel panicked: [    2.000000] Kernel panic"),
-            "{crashed}"
+            crashed
+                .message
+                .starts_with("the kernel panicked: [    2.000000] Kernel panic"),
+            "{crashed:?}"
         );
         assert!(
-            crashed.contains("first splat: [    1.900000] BUG: unable"),
-            "{crashed}"
+            crashed.detail[0].starts_with("first splat: [    1.900000] BUG: unable"),
+            "{crashed:?}"
         );
         // Before any plan there is nothing to keep.
         assert!(err(&o, "").contains("panicked"));

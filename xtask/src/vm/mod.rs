@@ -1,10 +1,10 @@
 //! From built kernels to a guest's report: the kernels of a run
 //! (`targets`), the guest image, the QEMU arguments, running QEMU and
 //! watching its console, the session that boots each kernel, and the pure
-//! judgement of what came back (`judge`). `selection` chooses vmtest's
-//! tests.
+//! judgement of what came back (`judge`).
 
 pub mod accel;
+pub mod command;
 pub mod console;
 pub mod gdb;
 pub mod guest_image;
@@ -13,9 +13,9 @@ pub mod process;
 pub mod qemu;
 pub mod relay;
 pub mod schedule;
-pub mod selection;
 pub mod session;
 pub mod share;
 pub mod symbolize;
 pub mod targets;
+pub mod terminal;
 pub mod virtiofsd;

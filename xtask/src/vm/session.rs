@@ -28,36 +28,54 @@ pub struct Prepared {
     pub session: Session,
 }
 
-/// Boots guests for one run: its directory, guest image, allowlist,
-/// accelerator and timeout. A clone boots other kernels beside it (the
-/// boot numbering is shared).
-#[derive(Clone)]
-pub struct Session {
-    pub run_dir: PathBuf,
-    allowlist: Vec<String>,
-    /// The hermetic guest image, built at the first boot that needs it.
-    initramfs: Option<PathBuf>,
-    picker: AccelPicker,
-    timeout: Option<u64>,
+/// How every guest of a run boots, given once when the run is set up.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
     /// The hermetic initramfs, or the host shared with each guest.
     pub sharing: Sharing,
-    /// Where the console and a host command's output go.
-    pub io: GuestIo,
+    /// How long the results channel may stay still (seconds) instead of
+    /// the default for the accelerator (the fault tests' shorter one).
+    pub results_stall: Option<u64>,
+    /// How TCG runs the vCPUs of this run's guests (a boot may say
+    /// otherwise: `BootSpec`).
+    pub tcg_threads: TcgThreads,
+    /// Files of the run's own in the hermetic image (the fuzz client, a
+    /// reproducer).
+    pub extra_files: Vec<guest_image::Entry>,
+}
+
+/// What one boot of a host command adds to the run's options.
+#[derive(Debug, Clone, Default)]
+pub struct BootSpec {
     /// The host command a `Program::Command` guest runs.
     pub host_command: Option<HostCommand>,
     /// A host command whose stdout stays still this long (seconds; 3x on
     /// debug kernels) is hung: the VM is stopped. None: no such limit.
     pub output_stall: Option<u64>,
-    /// How long the results channel may stay still (seconds) instead of
-    /// the default for the accelerator (the fault tests' shorter one).
-    pub results_stall: Option<u64>,
-    /// How TCG runs the vCPUs of this run's guests.
-    pub tcg_threads: TcgThreads,
+    /// How TCG runs this boot's vCPUs, instead of the run's way.
+    pub tcg_threads: Option<TcgThreads>,
+}
+
+/// Boots guests for one run: its directory, guest image, allowlist,
+/// accelerator, timeout and options. A clone boots other kernels beside
+/// it (the boot numbering is shared).
+#[derive(Clone)]
+pub struct Session {
+    run_dir: PathBuf,
+    allowlist: Vec<String>,
+    /// The hermetic guest image, built at the first boot that needs it.
+    initramfs: Option<PathBuf>,
+    picker: AccelPicker,
+    timeout: Option<u64>,
+    /// The run's options; `sharing` falls back from virtiofs to 9p when
+    /// virtiofsd dies (`--share auto`).
+    options: SessionOptions,
     /// The developer's CPUs, memory and arguments for every guest.
-    pub machine: Machine,
-    /// Files of the run's own in the hermetic image (the fuzz client, a
-    /// reproducer).
-    pub extra_files: Vec<guest_image::Entry>,
+    machine: Machine,
+    /// The boot under way: its spec, and where its console and a host
+    /// command's output go.
+    boot: BootSpec,
+    io: GuestIo,
     /// Boots so far per kernel: each boot keeps its own console log and
     /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
     /// new boot never overwrites the trace of the one that died.
@@ -66,7 +84,12 @@ pub struct Session {
 
 /// Host tools, the allowlist, a run directory, the kernels and the guest
 /// binaries, in that order: cheap checks fail before anything is built.
-pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Prepared> {
+pub fn prepare(
+    source: &SourceConfig,
+    vm: &BootConfig,
+    what: &str,
+    options: SessionOptions,
+) -> Result<Prepared> {
     let allowlist = guest_common::splat::allowlist();
     let cache_dir = &source.cache_dir;
     let run_dir = project::new_run_dir(cache_dir, what)?;
@@ -81,14 +104,10 @@ pub fn prepare(source: &SourceConfig, vm: &BootConfig, what: &str) -> Result<Pre
             initramfs: None,
             picker: AccelPicker::new(vm.accel, cache_dir),
             timeout: vm.timeout,
-            sharing: Sharing::Hermetic,
-            io: GuestIo::Console,
-            host_command: None,
-            output_stall: None,
-            results_stall: None,
-            tcg_threads: TcgThreads::Multi,
+            options,
             machine: vm.machine.clone(),
-            extra_files: Vec::new(),
+            boot: BootSpec::default(),
+            io: GuestIo::Console,
             boots: Default::default(),
         },
     })
@@ -104,9 +123,43 @@ pub struct GuestRun {
 }
 
 impl Session {
+    /// The run's directory: its reports, console logs and guest images.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// How TCG runs the vCPUs of this run's guests.
+    pub fn tcg_threads(&self) -> TcgThreads {
+        self.options.tcg_threads
+    }
+
     /// Boots `target` with `guest` and returns its report, or an error that
     /// says why the VM could not do its job.
     pub fn run_guest(&mut self, target: &Target, guest: GuestCommand) -> Result<GuestRun> {
+        self.boot = BootSpec::default();
+        self.io = GuestIo::Console;
+        self.boot_guest(target, guest)
+    }
+
+    /// Runs `command` on `target` with the user's terminal on the guest's
+    /// console, whose raw copy goes to `console`.
+    pub fn run_shell(
+        &mut self,
+        target: &Target,
+        command: HostCommand,
+        console: &Path,
+    ) -> Result<GuestRun> {
+        self.boot = BootSpec {
+            host_command: Some(command),
+            ..BootSpec::default()
+        };
+        self.io = GuestIo::Shell {
+            console: console.to_path_buf(),
+        };
+        self.boot_guest(target, target.guest(Program::Command, Vec::new(), None))
+    }
+
+    fn boot_guest(&mut self, target: &Target, guest: GuestCommand) -> Result<GuestRun> {
         loop {
             let accel = self.picker.current();
             let (results, console_log) = self.next_boot_files(target);
@@ -120,7 +173,7 @@ impl Session {
                 VmConfig::new(accel, &target.bzimage, &initramfs, &results, guest.clone());
             cfg.share = share.as_ref().map(|(s, _)| s.devices.clone());
             cfg.io = self.io.clone();
-            cfg.tcg_threads = self.tcg_threads;
+            cfg.tcg_threads = self.boot.tcg_threads.unwrap_or(self.options.tcg_threads);
             self.machine.apply(&mut cfg);
             let limits = self.limits_for(accel, target);
             if let Some(port) = cfg.gdb {
@@ -192,18 +245,18 @@ impl Session {
     ) -> Result<bool> {
         if let Some(why) = virtiofsd_died {
             // Nothing ran in the guest: the boot can be done again.
-            if self.sharing != Sharing::Host(ShareChoice::Auto) {
+            if self.options.sharing != Sharing::Host(ShareChoice::Auto) {
                 bail!("{why}; use --share 9p");
             }
             crate::status!(&target.name, "{why}; sharing over 9p from now on");
-            self.sharing = Sharing::Host(ShareChoice::NineP);
+            self.options.sharing = Sharing::Host(ShareChoice::NineP);
             return Ok(true);
         }
         let VmEnd::KvmFailure(line) = &outcome.end else {
             return Ok(false);
         };
         // A host command that already started must not run twice.
-        if self.host_command.is_some() && outcome.boot_secs.is_some() {
+        if self.boot.host_command.is_some() && outcome.boot_secs.is_some() {
             bail!("KVM failed after the command started ({line}); rerun with --accel tcg");
         }
         if self.picker.choice() != AccelChoice::Auto {
@@ -217,12 +270,13 @@ impl Session {
         Ok(true)
     }
 
-    /// Runs the host command on `target` with its stdout and stderr
+    /// Runs `spec`'s host command on `target` with its stdout and stderr
     /// written to the files `out` and `err` (made empty first) and
     /// streamed to `to_out` and `to_err` as the guest writes them.
     pub fn run_command_relayed(
         &mut self,
         target: &Target,
+        spec: BootSpec,
         (out, err): (&Path, &Path),
         to_out: impl std::io::Write + Send + 'static,
         to_err: impl std::io::Write + Send + 'static,
@@ -230,7 +284,9 @@ impl Session {
         for file in [out, err] {
             fs::write(file, b"").with_context(|| format!("creating {}", file.display()))?;
         }
+        self.boot = spec;
         let stdin = self
+            .boot
             .host_command
             .as_ref()
             .is_some_and(|c| c.stdin)
@@ -241,7 +297,7 @@ impl Session {
             stdin,
         };
         let relays = (Relay::start(out, to_out)?, Relay::start(err, to_err)?);
-        let ran = self.run_guest(target, target.guest(Program::Command, Vec::new(), None));
+        let ran = self.boot_guest(target, target.guest(Program::Command, Vec::new(), None));
         let relayed = (relays.0.finish(), relays.1.finish());
         relayed.0.and(relayed.1)?;
         ran
@@ -271,12 +327,12 @@ impl Session {
             accel,
             target.debug,
             self.timeout,
-            self.host_command.as_ref(),
+            self.boot.host_command.as_ref(),
         );
-        if let Some(secs) = self.results_stall {
+        if let Some(secs) = self.options.results_stall {
             limits.stall = Duration::from_secs(secs);
         }
-        if let (Some(secs), GuestIo::Command { stdout, .. }) = (self.output_stall, &self.io) {
+        if let (Some(secs), GuestIo::Command { stdout, .. }) = (self.boot.output_stall, &self.io) {
             limits.stall = Duration::from_secs(secs * slowdown(target.debug));
             limits.output = Some(stdout.clone());
         }
@@ -287,7 +343,8 @@ impl Session {
     /// before cloning the session for guests that boot side by side.
     pub fn hermetic_image(&mut self) -> Result<PathBuf> {
         if self.initramfs.is_none() {
-            self.initramfs = Some(guest_image::build(&self.run_dir, &self.extra_files)?);
+            let files = &self.options.extra_files;
+            self.initramfs = Some(guest_image::build(&self.run_dir, files)?);
         }
         Ok(self.initramfs.clone().expect("just built"))
     }
@@ -300,7 +357,7 @@ impl Session {
         target: &Target,
         program: Program,
     ) -> Result<Option<(ActiveShare, PathBuf)>> {
-        let Sharing::Host(choice) = self.sharing else {
+        let Sharing::Host(choice) = self.options.sharing else {
             return Ok(None);
         };
         // The guest mounts the project at this path inside the host's
@@ -316,7 +373,7 @@ impl Session {
         };
         let request = Request {
             share: Some(active.request(&root, bindir.as_deref())),
-            command: self.host_command.clone(),
+            command: self.boot.host_command.clone(),
         };
         let image = self.run_dir.join(format!("initramfs-{}.cpio", target.name));
         let image = guest_image::build_for_share(&image, &request)?;

@@ -43,10 +43,11 @@ impl ActiveShare {
 }
 
 /// What a guest gets of the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sharing {
     /// The hermetic initramfs: the guest's programs packed in, nothing of
     /// the host.
+    #[default]
     Hermetic,
     /// The host's root and the project shared, as `choice` says.
     Host(ShareChoice),

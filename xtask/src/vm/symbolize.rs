@@ -97,9 +97,8 @@ pub fn first_splat(console_log: &Path, splat: &str, vmlinux: Option<&Path>) -> S
         .unwrap_or_else(|e| format!("(the splat could not be symbolized: {e:#})"))
 }
 
-/// A failed console check (T28) gets the symbolized first splat after its
-/// summary, a " | "-separated part per line, as the reports print a
-/// message's lines.
+/// A failed console check (T28) gets the symbolized first splat as its
+/// detail, after its summary.
 pub fn onto_console_check(check: &mut TestResult, outcome: &VmOutcome, vmlinux: Option<&Path>) {
     let Some(first) = outcome.splats.first() else {
         return;
@@ -108,10 +107,12 @@ pub fn onto_console_check(check: &mut TestResult, outcome: &VmOutcome, vmlinux: 
         return;
     }
     let decoded = first_splat(&outcome.console_log, first, vmlinux);
-    for line in decoded.lines().filter(|l| !l.trim().is_empty()) {
-        check.message.push_str(" | ");
-        check.message.push_str(line.trim_end());
-    }
+    check.detail.extend(
+        decoded
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.trim_end().to_string()),
+    );
 }
 
 #[cfg(test)]

@@ -1,0 +1,27 @@
+//! What `cargo xtask ci` runs, as a library below its command: the steps
+//! (`steps`, with the fault tests' split in `faults`), the order the two
+//! workers take them in (`queue`), the host tools they need (`tools`),
+//! running them (`runner`), and what a run cost (`times`).
+
+pub mod commit;
+pub mod faults;
+pub mod queue;
+pub mod runner;
+pub mod steps;
+pub mod times;
+pub mod tools;
+
+use std::path::PathBuf;
+
+/// What a run is asked for: ci's flags, as this library takes them.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The debug kernels' steps too.
+    pub debug: bool,
+    /// Without the harness's fault tests.
+    pub no_faults: bool,
+    /// The cache every step is given (`--cache-dir`).
+    pub cache_dir: Option<PathBuf>,
+    /// Only these steps, by id (`--step`); every step when empty.
+    pub only: Vec<String>,
+}

@@ -1,0 +1,245 @@
+//! The fuzzer as a suite: every kernel of a run fuzzed with one plan
+//! (seed, budget, threads), `vms` guests at a time, the skeleton client
+//! built from the pristine tree and put in the image, and each kernel's
+//! records judged: clean, diverged (with a reproducer written), the VM's
+//! failure, or the fuzzer's.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use guest_common::protocol::Program;
+
+use super::records::{self, KernelFuzz};
+use super::{client, tools, Plan, REPLAY_PATH};
+use crate::kernel::{self, SourceConfig};
+use crate::report::protocol::Outcome;
+use crate::vm::guest_image;
+use crate::vm::schedule;
+use crate::vm::session::{self, GuestRun, Prepared, Session, SessionOptions};
+use crate::vm::targets::{BootConfig, Target};
+
+/// What the guest may spend shrinking after its budget, at most (its
+/// own limit is `vm-images/map-fuzz`'s), and booting.
+const SHRINK_AND_BOOT_SECS: u64 = 420;
+
+/// Every kernel of `boot` fuzzed as `plan` says, `vms` at a time, and
+/// each one judged.
+pub struct Fuzzed {
+    pub run_dir: PathBuf,
+    pub targets: Vec<Target>,
+    pub runs: Vec<Ran>,
+    pub verdicts: Vec<Verdict>,
+}
+
+pub fn fuzz_kernels(
+    source: &SourceConfig,
+    mut boot: BootConfig,
+    plan: &Plan,
+    replay: Option<String>,
+    vms: usize,
+) -> Result<Fuzzed> {
+    if boot.machine.gdb.is_some() && vms > 1 {
+        bail!("--gdb with --vms {vms}: the guests would share one gdb port; use --vms 1");
+    }
+    // A shrink candidate replays up to the whole run; a gdb session has
+    // no time limit but the user's.
+    if boot.timeout.is_none() && boot.machine.gdb.is_none() {
+        boot.timeout =
+            Some(2 * plan.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
+    }
+    let client =
+        kernel::with_pristine(source, |pristine, dir| build_client(source, pristine, dir))?;
+    let mut extra_files = guest_image::file_entries(
+        "/bin/fuzz-client",
+        std::fs::read(&client).with_context(|| format!("reading {}", client.display()))?,
+        0o755,
+    );
+    if let Some(text) = replay {
+        extra_files.extend(guest_image::file_entries(
+            REPLAY_PATH,
+            text.into_bytes(),
+            0o644,
+        ));
+    }
+    let options = SessionOptions {
+        extra_files,
+        ..SessionOptions::default()
+    };
+    let Prepared {
+        targets,
+        mut session,
+    } = session::prepare(source, &boot, "fuzz", options)?;
+    // Once, before the guests that boot side by side clone the session.
+    session.hermetic_image()?;
+    eprintln!(
+        "== fuzz: seed {}, {} s per kernel, {} thread(s){}",
+        plan.seed,
+        plan.seconds,
+        plan.threads,
+        if plan.replay { ", replaying" } else { "" }
+    );
+    let runs = schedule::run_keyed(
+        &(0..targets.len()).collect::<Vec<_>>(),
+        vms,
+        |&k| k,
+        |&k| {
+            let mut s = session.clone();
+            fuzz_one(&mut s, &targets[k], plan)
+        },
+    );
+    let verdicts = targets
+        .iter()
+        .zip(&runs)
+        .map(|(t, r)| judge(session.run_dir(), t, plan, r))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Fuzzed {
+        run_dir: session.run_dir().to_path_buf(),
+        targets,
+        runs,
+        verdicts,
+    })
+}
+
+/// libbpf and bpftool from the tree, then the client.
+fn build_client(source: &SourceConfig, pristine: &Path, dir: &Path) -> Result<PathBuf> {
+    let work = dir.join("fuzz");
+    let t = tools::build(pristine, &work, source.jobs)?;
+    client::build(&client::ClientPaths {
+        clang: PathBuf::from(client::CLANG),
+        bpftool: t.bpftool,
+        libbpf_include: t.libbpf_include,
+        libbpf_archive: t.libbpf_archive,
+        source_dir: crate::project::root().join("vm-images/map-fuzz/client"),
+        out_dir: work.join("client"),
+    })
+}
+
+/// One kernel's fuzzing: its records, or why its VM could not run.
+pub struct Ran {
+    pub fuzz: KernelFuzz,
+    run: Option<GuestRun>,
+    error: Option<String>,
+}
+
+fn fuzz_one(session: &mut Session, target: &Target, plan: &Plan) -> Ran {
+    let guest = target.guest(Program::Fuzz, plan.guest_args(), None);
+    match session.run_guest(target, guest) {
+        Err(e) => Ran {
+            fuzz: KernelFuzz::default(),
+            run: None,
+            error: Some(format!("{e:#}")),
+        },
+        Ok(run) => match records::read(&run.report.fuzz) {
+            Ok(fuzz) => Ran {
+                fuzz,
+                run: Some(run),
+                error: None,
+            },
+            Err(e) => Ran {
+                fuzz: KernelFuzz::default(),
+                run: Some(run),
+                error: Some(format!("{e:#}")),
+            },
+        },
+    }
+}
+
+/// How one kernel's fuzzing ended.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Clean,
+    /// The kernel parted from the model (or died mid-run): why, and the
+    /// reproducer written.
+    Diverged(String, Option<PathBuf>),
+    /// The VM could not do its job (boot, setup).
+    Infra(String),
+    /// The guest's fuzzer broke (an error of the harness, not a finding).
+    FuzzerFailed(String),
+}
+
+fn judge(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
+    let run = r.run.as_ref();
+    let write = |what: &str, ops: &[String]| -> Result<Option<PathBuf>> {
+        // A --threads run's operations interleaved as the scheduler chose:
+        // no list of them reproduces it; its seed and --threads do.
+        if plan.threads > 1 {
+            return Ok(None);
+        }
+        let path = super::reproducer_path(run_dir, &t.name, plan.seed);
+        std::fs::write(&path, super::reproducer(&t.name, plan.seed, what, ops))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Some(path))
+    };
+    let drawn = |count: usize| super::regenerate(plan.seed, count, nodes(run), r.fuzz.client);
+    if let Some(d) = &r.fuzz.divergence {
+        let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
+        let ops = d
+            .shrunk
+            .clone()
+            .or_else(|| d.ops.clone())
+            .unwrap_or_else(|| drawn(d.step + 1));
+        let path = if plan.replay && d.shrunk.is_none() {
+            None
+        } else {
+            write(&what, &ops)?
+        };
+        return Ok(Verdict::Diverged(what, path));
+    }
+    if let Some(why) = &r.error {
+        return Ok(match run {
+            // The guest ran, and what it said cannot be read.
+            Some(_) => Verdict::FuzzerFailed(why.clone()),
+            None => Verdict::Infra(why.clone()),
+        });
+    }
+    let run = run.expect("no error: a run");
+    if let Some(why) = &run.vm_failure {
+        if run.report.fuzz.is_empty() {
+            return Ok(Verdict::Infra(why.clone()));
+        }
+        // The kernel died mid-run: what the guest drew up to its next
+        // progress report holds the operation that killed it.
+        let what = format!("the kernel died after {} operations: {why}", r.fuzz.ops);
+        let ops = drawn(r.fuzz.ops + map_fuzz::run::PROGRESS);
+        let path = if plan.replay {
+            None
+        } else {
+            write(&what, &ops)?
+        };
+        return Ok(Verdict::Diverged(what, path));
+    }
+    Ok(ended(run, &r.fuzz))
+}
+
+/// A guest that finished: a splat on its console, a fuzzer that did not
+/// report its end, or clean.
+fn ended(run: &GuestRun, fuzz: &KernelFuzz) -> Verdict {
+    let console = run.outcome.console_log.display();
+    if let Some(first) = run.outcome.splats.first() {
+        return Verdict::Diverged(
+            format!("the console shows {} (console: {console})", first.trim()),
+            None,
+        );
+    }
+    if run.report.verdict.outcome != Outcome::Pass || fuzz.summary.is_none() {
+        return Verdict::FuzzerFailed(format!(
+            "the fuzzer ended with {} and no summary (console: {console})",
+            run.report.verdict.detail
+        ));
+    }
+    Verdict::Clean
+}
+
+/// The guest's NUMA nodes, as its start record said (2 by default).
+fn nodes(run: Option<&GuestRun>) -> u32 {
+    run.and_then(|r| {
+        r.report
+            .fuzz
+            .iter()
+            .find_map(|p| match serde_json::from_str::<records::Record>(p) {
+                Ok(records::Record::Start { nodes, .. }) => Some(nodes),
+                _ => None,
+            })
+    })
+    .unwrap_or(2)
+}

@@ -1,0 +1,256 @@
+//! The BPF selftests as a suite: test_progs (and the other runners)
+//! built from each kernel's tree, run on every kernel of a run, `vms`
+//! guests at a time, and each kernel's results gathered with what the
+//! run holds them to; `verdict` compares them.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+
+use super::guest;
+use super::leftout::LeftOut;
+use super::runner::Runner;
+use super::selection::{default_set, runners, Lists};
+use super::{RunOptions, RunnerRun};
+use crate::kernel::series::Series;
+use crate::kernel::SourceConfig;
+use crate::report::KernelRun;
+use crate::vm::schedule;
+use crate::vm::session::{self, Prepared, Session, SessionOptions};
+use crate::vm::share::{ShareChoice, Sharing};
+use crate::vm::targets::{BootConfig, Target};
+
+/// How a kselftest run goes, beside which kernels and how they boot.
+#[derive(Debug, Clone)]
+pub struct SuiteOptions {
+    /// test_progs's `-t` names; none: the default set (or `all`).
+    pub tests: Vec<String>,
+    /// Every test test_progs has (DENYLIST still applies).
+    pub all: bool,
+    /// The variant `tests` are new in.
+    pub new_on: Option<String>,
+    /// The runners; none: all five.
+    pub runners: Vec<Runner>,
+    /// test_progs's `-j`.
+    pub parallel: Option<usize>,
+    /// Guests at once.
+    pub vms: NonZeroUsize,
+    /// Build test_progs and the test modules, boot nothing.
+    pub build_only: bool,
+    /// How the host is shared with the guests.
+    pub share: ShareChoice,
+    /// How long test_progs may print nothing (None: the default).
+    pub stall: Option<u64>,
+}
+
+/// A run's results: each kernel's (true: a variant), the kernel-runner
+/// pairs whose VM could not do its job, what the tests are held to, and
+/// what test_progs' build left out; in `run_dir`.
+pub struct Ran {
+    pub run_dir: PathBuf,
+    pub runs: Vec<(KernelRun, bool)>,
+    pub infra: Vec<String>,
+    pub held: Held,
+    pub left_out: LeftOut,
+}
+
+/// Builds the runners for each kernel of `boot` and runs them (nothing
+/// runs with `build_only`: None). The host tools must be there.
+pub fn run(
+    source: &SourceConfig,
+    boot: &BootConfig,
+    options: &SuiteOptions,
+) -> Result<Option<Ran>> {
+    if boot.machine.gdb.is_some() && options.vms.get() > 1 {
+        bail!(
+            "--gdb with --vms {}: the guests would share one gdb port; use --vms 1",
+            options.vms
+        );
+    }
+    let mut boot = boot.clone();
+    let lists = Lists::load(boot.config)?;
+    let runners = runners(options);
+    // Every test_progs test of the default set must be built.
+    let progs_plan = lists.plan(options, Runner::TestProgs);
+    if options.all && boot.timeout.is_none() {
+        boot.timeout = Some(super::ALL_TIMEOUT_SECS * session::slowdown(boot.debug));
+    }
+    let Prepared { targets, session } = session::prepare(
+        source,
+        &boot,
+        "kselftest",
+        SessionOptions {
+            sharing: Sharing::Host(options.share),
+            ..SessionOptions::default()
+        },
+    )?;
+    let (run_dirs, left_out) = super::build_for(
+        source,
+        (boot.config, boot.bundle.as_deref()),
+        &targets,
+        (&runners, session.run_dir()),
+    )?;
+    super::check_default_set_built(&progs_plan, &left_out)?;
+    let lacking = lacking(options, source, &targets)?;
+    // Each runner's tests that must report: the default set's, or what
+    // -t's names select (checked here, before a boot).
+    let plans: Vec<Vec<String>> = runners
+        .iter()
+        .map(|&r| match (&run_dirs[..], options.tests.is_empty()) {
+            ([dir, ..], false) if r.is_test_progs() => {
+                let argv = lists.argv(options, r, &[])?;
+                super::named_tests(dir, r, (&options.tests, &argv), &left_out)
+            }
+            _ => Ok(lists.plan(options, r)),
+        })
+        .collect::<Result<_>>()?;
+    if options.build_only {
+        return Ok(None);
+    }
+    let AllRuns { runs, infra } = run_all(
+        options,
+        (&lists, &plans),
+        &runners,
+        &session,
+        (&targets, &run_dirs),
+    )?;
+    let held = Held {
+        any: default_set(options) || !options.tests.is_empty(),
+        new: if options.new_on.is_some() {
+            options.tests.clone()
+        } else {
+            Vec::new()
+        },
+        lacking,
+    };
+    Ok(Some(Ran {
+        run_dir: session.run_dir().to_path_buf(),
+        runs,
+        infra,
+        held,
+        left_out,
+    }))
+}
+
+/// What the run holds its tests to: the default set and `-t`'s tests
+/// must pass on every kernel, but where `--new-on` says a kernel lacks
+/// what the named tests test (`lacking`, per kernel).
+pub struct Held {
+    pub any: bool,
+    pub new: Vec<String>,
+    pub lacking: Vec<bool>,
+}
+
+/// Per kernel, whether it lacks `--new-on VARIANT`'s patches: base, and
+/// the variants before it. VARIANT must be one of the run's kernels.
+fn lacking(options: &SuiteOptions, source: &SourceConfig, targets: &[Target]) -> Result<Vec<bool>> {
+    let Some(new_on) = &options.new_on else {
+        return Ok(vec![false; targets.len()]);
+    };
+    let series = Series::load(&source.patches)?;
+    let patches = |name: &str| series.variant(name).map(|v| v.patches);
+    let Some(wanted) =
+        patches(new_on).filter(|_| targets.iter().any(|t| t.flavor.name() == new_on))
+    else {
+        bail!(
+            "--new-on {new_on}: not one of this run's variants ({}); name the variant the tests are new in, and run it",
+            targets
+                .iter()
+                .filter(|t| !t.flavor.is_base())
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    Ok(targets
+        .iter()
+        .map(|t| t.flavor.is_base() || patches(t.flavor.name()).is_some_and(|p| p < wanted))
+        .collect())
+}
+
+/// Every runner on every kernel, `--vms` guests at once; each kernel's
+/// results in runner order.
+fn run_all(
+    options: &SuiteOptions,
+    (lists, plans): (&Lists, &[Vec<String>]),
+    runners: &[Runner],
+    session: &Session,
+    (targets, run_dirs): (&[Target], &[PathBuf]),
+) -> Result<AllRuns> {
+    // Every runner's arguments, so that a bad list fails before a boot.
+    let planned: Vec<(Vec<String>, Vec<String>)> = runners
+        .iter()
+        .zip(plans)
+        .map(|(&r, plan)| {
+            let argv = lists.argv(options, r, plan)?;
+            Ok((plan.clone(), argv))
+        })
+        .collect::<Result<_>>()?;
+    let stall = options.stall.unwrap_or(guest::OUTPUT_STALL_SECS);
+    let side_by_side = options.vms.get() > 1 && targets.len() > 1;
+    let indices: Vec<usize> = (0..runners.len()).collect();
+    let jobs = schedule::interleaved(targets.len(), &indices);
+    let ran = schedule::run_keyed(
+        &jobs,
+        options.vms.get(),
+        |j| j.0,
+        |&(k, r)| {
+            let (target, runner, (plan, argv)) = (&targets[k], runners[r], &planned[r]);
+            eprintln!("== {}: {} {}", target.name, runner.name(), argv.join(" "));
+            let opts = RunOptions {
+                stall,
+                parallel: options.parallel,
+                label: side_by_side.then(|| format!("[{} {}] ", target.name, runner.name())),
+            };
+            let mut session = session.clone();
+            super::run_on(
+                &mut session,
+                target,
+                &run_dirs[k],
+                (runner, argv),
+                plan,
+                &opts,
+            )
+        },
+    );
+    let mut by_kernel: Vec<Vec<RunnerRun>> = targets.iter().map(|_| Vec::new()).collect();
+    let mut infra = Vec::new();
+    // `jobs` go runner by runner, so each kernel's runs stay in order.
+    for (&(k, r), outcome) in jobs.iter().zip(ran) {
+        let (name, runner) = (&targets[k].name, runners[r]);
+        match outcome {
+            Ok(mut run) => {
+                if let Some(why) = &run.vm_failure {
+                    eprintln!(
+                        "== {name} {}: the VM could not do its job: {why}",
+                        runner.name()
+                    );
+                    infra.push(format!("{name} {}", runner.name()));
+                }
+                lists.not_counted(runner, &mut run.results);
+                by_kernel[k].push(run);
+            }
+            Err(err) => {
+                eprintln!(
+                    "== {name} {}: the VM could not do its job: {err:#}",
+                    runner.name()
+                );
+                infra.push(format!("{name} {}", runner.name()));
+            }
+        }
+    }
+    let mut runs = Vec::new();
+    for (target, kernel) in targets.iter().zip(by_kernel) {
+        let kr = super::kernel_run(session, target, kernel)?;
+        runs.push((kr, !target.flavor.is_base()));
+    }
+    Ok(AllRuns { runs, infra })
+}
+
+/// Each kernel's run (true: a variant), and the kernel-runner pairs whose
+/// VM could not do its job.
+struct AllRuns {
+    runs: Vec<(KernelRun, bool)>,
+    infra: Vec<String>,
+}

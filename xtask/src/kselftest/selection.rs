@@ -1,0 +1,106 @@
+//! Which tests a kselftest run asks of each runner: kselftest/ALLOWLIST
+//! (the default set), `-t`'s names or everything, never what DENYLIST
+//! (and DENYLIST.lean on the lean kernels) names.
+
+use anyhow::{bail, Result};
+
+use super::campaign::SuiteOptions;
+use super::lists;
+use super::runner::{self, Runner};
+use crate::kernel::KernelConfig;
+use crate::report::protocol::{Status, TestResult};
+
+/// `--runner`, all five without it.
+pub fn runners(options: &SuiteOptions) -> Vec<Runner> {
+    if options.runners.is_empty() {
+        Runner::ALL.to_vec()
+    } else {
+        options.runners.clone()
+    }
+}
+
+/// Neither `-t` nor `--all`: kselftest/ALLOWLIST.
+pub fn default_set(options: &SuiteOptions) -> bool {
+    !options.all && options.tests.is_empty()
+}
+
+/// kselftest/ALLOWLIST and DENYLIST.
+pub struct Lists {
+    allow: Vec<lists::Entry>,
+    deny: Vec<lists::Entry>,
+}
+
+impl Lists {
+    /// ALLOWLIST, DENYLIST and, for the lean kernels, DENYLIST.lean.
+    pub fn load(config: KernelConfig) -> Result<Lists> {
+        let mut deny = lists::load(lists::DENYLIST)?;
+        if config == KernelConfig::Lean {
+            deny.extend(lists::load(lists::DENYLIST_LEAN)?);
+        }
+        Ok(Lists {
+            allow: lists::load(lists::ALLOWLIST)?,
+            deny,
+        })
+    }
+
+    /// The tests of the default set `runner` must report (empty with -t,
+    /// whose tests are found in test_progs, or --all, and for the runners
+    /// that cannot be told their tests).
+    pub fn plan(&self, options: &SuiteOptions, runner: Runner) -> Vec<String> {
+        if !default_set(options) || !runner.is_test_progs() {
+            return Vec::new();
+        }
+        lists::for_runner(&self.allow, runner)
+            .into_iter()
+            .map(|e| e.name)
+            .collect()
+    }
+
+    /// A runner's arguments: for test_progs the default set (`plan`), `-t`
+    /// names, or everything, never what the denylist names; test_maps and
+    /// test_verifier take none.
+    pub fn argv(
+        &self,
+        options: &SuiteOptions,
+        runner: Runner,
+        plan: &[String],
+    ) -> Result<Vec<String>> {
+        let mut argv = Vec::new();
+        if !runner.is_test_progs() {
+            return Ok(argv);
+        }
+        if !options.tests.is_empty() {
+            argv.extend(["-t".to_string(), options.tests.join(",")]);
+        } else if !options.all {
+            if plan.is_empty() {
+                bail!(
+                    "kselftest/ALLOWLIST lists no test for {}; name tests with -t or use --all",
+                    runner.name()
+                );
+            }
+            argv.extend(["-a".to_string(), plan.join(",")]);
+        }
+        let deny = lists::for_runner(&self.deny, runner);
+        if !deny.is_empty() {
+            argv.extend(["-d".to_string(), lists::joined(&deny)]);
+        }
+        Ok(argv)
+    }
+
+    /// test_maps and test_verifier run every test they have: a result the
+    /// denylist names becomes a skip that says why.
+    pub fn not_counted(&self, runner: Runner, results: &mut [TestResult]) {
+        if runner.is_test_progs() {
+            return;
+        }
+        for r in results.iter_mut() {
+            let Some((_, test)) = runner::split_result_name(&r.name) else {
+                continue;
+            };
+            if let Some(e) = self.deny.iter().find(|e| e.names(runner, test)) {
+                r.status = Status::Skip;
+                r.message = format!("kselftest/{}: {}", e.list, e.reason);
+            }
+        }
+    }
+}

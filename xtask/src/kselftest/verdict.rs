@@ -1,0 +1,98 @@
+//! What a kselftest run says: the table of every row that is not a pass
+//! or a skip everywhere, the findings (a test failing only on a variant
+//! is a regression), the tests held to pass, every skip and what
+//! test_progs' build left out; written as `table.txt` and `junit.xml`.
+
+use std::fs;
+
+use anyhow::Result;
+
+use super::campaign::Ran;
+use super::compare::{self, Side};
+use crate::report::protocol::Status;
+use crate::report::{self, Counts, KernelRun};
+
+/// The run's verdict: its text, the counts behind the closing line, and
+/// whether a test failed that the run holds.
+pub struct Verdict {
+    pub text: String,
+    pub counts: Counts,
+    pub failed: bool,
+}
+
+/// The table, what it means and every skip, written to `table.txt` with
+/// `junit.xml` in the run's directory.
+pub fn conclude(ran: &Ran) -> Result<Verdict> {
+    let (runs, held, left_out) = (&ran.runs, &ran.held, &ran.left_out);
+    let sides: Vec<Side> = runs
+        .iter()
+        .map(|(run, patched)| Side {
+            run,
+            patched: *patched,
+        })
+        .collect();
+    // Every row that is not a pass or a skip everywhere, then the counts.
+    let table = format!(
+        "{}\n{}",
+        compare::table(&sides, true),
+        compare::runner_summary(&sides)
+    );
+    let findings = compare::findings(&sides);
+    let mut verdict = compare::verdict(&findings);
+    let broken = if held.any {
+        compare::held(&sides, &held.new, &held.lacking)
+    } else {
+        Vec::new()
+    };
+    if !broken.is_empty() {
+        verdict.push(format!(
+            "FAIL: the tests run must pass on every kernel (the default set, or -t's; --new-on exempts the kernels without the named tests' variant), and skip on no variant where base runs them: {}; fix what the VM lacks, or move a test to kselftest/DENYLIST with why",
+            broken.join("; ")
+        ));
+    }
+    let default_set_failed = !broken.is_empty();
+    let mut text = format!("{table}\n{}\n", verdict.join("\n"));
+    text.push_str(&skipped(runs));
+    if !left_out.tests.is_empty() {
+        let tests: Vec<&str> = left_out.tests.iter().map(String::as_str).collect();
+        text.push_str(&format!(
+            "left out of test_progs ({} test(s); a BPF program they load does not compile against this kernel's BTF): {}\n  programs: {}\n",
+            tests.len(),
+            tests.join(", "),
+            super::describe_progs(left_out)
+        ));
+    }
+    fs::write(ran.run_dir.join("table.txt"), &text)?;
+    let kernel_runs: Vec<KernelRun> = runs.iter().map(|(r, _)| r.clone()).collect();
+    fs::write(
+        ran.run_dir.join("junit.xml"),
+        report::junit("bpflab kselftest", &kernel_runs),
+    )?;
+    Ok(Verdict {
+        text,
+        counts: Counts::total(&kernel_runs),
+        failed: findings.fails() || default_set_failed,
+    })
+}
+
+/// Every skipped test, by kernel, so that none goes unnamed.
+fn skipped(runs: &[(KernelRun, bool)]) -> String {
+    let mut out = String::new();
+    for (run, _) in runs {
+        let names: Vec<&str> = run
+            .results
+            .iter()
+            .filter(|r| r.status == Status::Skip)
+            .map(|r| r.name.as_str())
+            .collect();
+        if !names.is_empty() {
+            out += &format!(
+                "skipped on {} ({}): {}\n",
+                run.kernel,
+                names.len(),
+                names.join(", ")
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,70 @@
+//! A mutants run as a suite: the controls, then each chosen mutant
+//! judged (or taken from the ledger), the report written, and the
+//! sample's lines checked against who killed what.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+use super::control::control;
+use super::judge::{self, judge_all, JudgeOptions, Judging};
+use super::outcome;
+use super::report::{self, Summary};
+use super::select::Chosen;
+use super::Mutant;
+use crate::kernel::SourceConfig;
+use crate::project;
+
+/// What the run found: the report, and each sample line its named
+/// tests did not hold.
+pub struct Judged {
+    pub summary: Summary,
+    pub sample_misses: Vec<String>,
+}
+
+impl Judged {
+    pub fn passed(&self) -> bool {
+        self.summary.passed() && self.sample_misses.is_empty()
+    }
+}
+
+/// Judges `chosen`'s mutants as `options` says, in a new run directory
+/// of the cache. The host tools to build and boot (and fuzz) must be
+/// there.
+pub fn run(source: &SourceConfig, chosen: &Chosen, options: &JudgeOptions) -> Result<Judged> {
+    let run_dir = project::new_run_dir(&source.cache_dir, "mutants")?;
+    // The tests, the guest image and the kernels' configuration: a change
+    // to any of them can change an outcome.
+    let tests = judge::tests_key(options)?;
+    let counted: Vec<&Mutant> = chosen
+        .mutants
+        .iter()
+        .filter(|m| !chosen.equivalent.contains_key(&m.id))
+        .collect();
+    if counted.is_empty() {
+        bail!("no mutant to judge: every one chosen is listed in mutants/EQUIVALENT (`--list` shows them)");
+    }
+    let sample = chosen.sample.as_ref();
+    let mut controls = control(options, source, &chosen.series, (&counted, sample))?;
+    let started = Instant::now();
+    let ctx = Judging {
+        options,
+        source,
+        series: &chosen.series,
+        texts: &chosen.texts,
+        tests: &tests,
+        run_dir: &run_dir,
+        sample,
+    };
+    let (outcomes, remembered) =
+        judge_all(&ctx, &chosen.mutants, &chosen.equivalent, &mut controls)?;
+    let secs = (started.elapsed().as_secs_f64(), remembered);
+    let summary = report::write(&chosen.mutants, &outcomes, &run_dir, secs)?;
+    let sample_misses = sample
+        .map(|s| outcome::sample_misses(s, &chosen.mutants, &outcomes))
+        .unwrap_or_default();
+    Ok(Judged {
+        summary,
+        sample_misses,
+    })
+}

@@ -1,0 +1,186 @@
+//! A host command, or a shell, in the test VM: the host's root shared
+//! read-only and the project read-write (`share.rs`), the command run in
+//! the caller's working directory with the caller's environment, its
+//! stdout and stderr streamed back; its exit status (128+N for a
+//! signal), a kernel splat turning a 0 into 1 unless allowed.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use guest_common::request::HostCommand;
+
+use super::process::VmOutcome;
+use super::session::{self, BootSpec, GuestRun, SessionOptions};
+use super::share::{ShareChoice, Sharing};
+use super::symbolize;
+use super::targets::BootConfig;
+use super::terminal::{self, TerminalGuard};
+use crate::kernel::SourceConfig;
+
+/// What runs in the guest, and how.
+#[derive(Debug, Clone)]
+pub struct CommandOptions {
+    /// The command and its arguments (empty with `shell`).
+    pub command: Vec<String>,
+    /// The caller's shell on the guest's console instead.
+    pub shell: bool,
+    pub share: ShareChoice,
+    /// A kernel splat leaves the command's status as it is.
+    pub allow_splat: bool,
+}
+
+/// Runs the command in a guest of `boot`'s one kernel; its status. The
+/// host tools to boot and share must be there.
+pub fn run(source: &SourceConfig, boot: &BootConfig, options: &CommandOptions) -> Result<u8> {
+    let command = host_command(options)?;
+    let sharing = SessionOptions {
+        sharing: Sharing::Host(options.share),
+        ..SessionOptions::default()
+    };
+    let prepared = session::prepare(source, boot, "run", sharing)?;
+    let target = &prepared.targets[0];
+    let mut session = prepared.session;
+    let run_dir = session.run_dir().to_path_buf();
+    let outputs = (run_dir.join("stdout"), run_dir.join("stderr"));
+    let console = run_dir.join(format!("console-{}.raw", target.name));
+    let ran = if options.shell {
+        let _terminal = TerminalGuard::save();
+        session.run_shell(target, command, &console)
+    } else {
+        let spec = BootSpec {
+            host_command: Some(command),
+            ..BootSpec::default()
+        };
+        session.run_command_relayed(
+            target,
+            spec,
+            (&outputs.0, &outputs.1),
+            std::io::stdout(),
+            std::io::stderr(),
+        )
+    };
+    // Relayed, or in the capped console log: the raw copies (as large as
+    // the command made them) are not kept.
+    let raw = if options.shell {
+        vec![console]
+    } else {
+        vec![outputs.0, outputs.1]
+    };
+    for file in raw {
+        let _ = std::fs::remove_file(file);
+    }
+    exit_code(&ran?, options.allow_splat, target.vmlinux.as_deref())
+}
+
+/// The command's status, after what the kernel said about it.
+fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&Path>) -> Result<u8> {
+    if let Some(why) = &ran.vm_failure {
+        bail!("{why}");
+    }
+    let verdict = &ran.report.verdict;
+    let status = verdict
+        .status()
+        .with_context(|| format!("the guest's verdict has no exit status: {}", verdict.detail))?;
+    let splats = report_splats(&ran.outcome, vmlinux);
+    Ok(if splats > 0 && !allow_splat && status == 0 {
+        1
+    } else {
+        status
+    })
+}
+
+/// Prints the kernel's splats after the command's output, the first with
+/// file:line (`vm::symbolize`); returns how many.
+fn report_splats(outcome: &VmOutcome, vmlinux: Option<&Path>) -> usize {
+    if let Some(first) = outcome.splats.first() {
+        eprintln!(
+            "bpflab: the first splat, with file:line:\n{}",
+            symbolize::first_splat(&outcome.console_log, first, vmlinux)
+        );
+        eprintln!(
+            "bpflab: the kernel reported {} problem line(s) on the console, first: {} (see {})",
+            outcome.splats.len(),
+            first.trim(),
+            outcome.console_log.display()
+        );
+    }
+    outcome.splats.len()
+}
+
+/// What the guest runs: the command (or the caller's shell), where and
+/// with what environment.
+fn host_command(options: &CommandOptions) -> Result<HostCommand> {
+    let argv = if options.shell {
+        vec![shell_program()]
+    } else if options.command.is_empty() {
+        bail!(
+            "no command: give one after `--` (e.g. `cargo xtask run -- uname -a`) or use --shell"
+        );
+    } else {
+        options.command.clone()
+    };
+    if options.shell && !terminal::is_tty(0) {
+        bail!("--shell needs a terminal on stdin; give a command after `--` instead");
+    }
+    let cwd = std::env::current_dir().context("reading the working directory")?;
+    let cwd = cwd
+        .to_str()
+        .context("the working directory is not UTF-8; run from a UTF-8 path")?
+        .to_string();
+    let (rows, cols) = terminal::size().unwrap_or((0, 0));
+    Ok(HostCommand {
+        argv,
+        cwd,
+        env: guest_env(std::env::vars_os()),
+        shell: options.shell,
+        stdin: !options.shell && terminal::is_piped(0),
+        rows,
+        cols,
+    })
+}
+
+/// The caller's shell, if the guest can run it.
+fn shell_program() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|s| s.starts_with('/') && PathBuf::from(s).is_file())
+        .unwrap_or_else(|| "/bin/sh".to_string())
+}
+
+/// The caller's environment, less what `cargo run` set for the xtask
+/// itself (it would confuse a cargo inside the guest) and what is not
+/// UTF-8.
+fn guest_env(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, String)> {
+    const CARGO_RUN: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+    ];
+    vars.filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !k.starts_with("CARGO_PKG_") && !CARGO_RUN.contains(&k.as_str()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn cargo_run_variables_stay_on_the_host() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("CARGO_PKG_NAME", "xtask"),
+            ("CARGO_MANIFEST_DIR", "/w/xtask"),
+            ("CARGO_HOME", "/root/.cargo"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = guest_env(vars.into_iter());
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["PATH", "CARGO_HOME"]);
+    }
+}
