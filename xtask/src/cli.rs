@@ -219,8 +219,8 @@ pub struct MachineArgs {
     pub append: Vec<String>,
     /// An argument for qemu-system-x86_64, after the harness's
     /// (repeatable, one word each: `--qemu-arg=-device --qemu-arg=virtio-rng-pci`).
-    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
-    pub qemu_arg: Vec<String>,
+    #[arg(long = "qemu-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub qemu_args: Vec<String>,
     /// The guest's network: none, or user (QEMU's user-mode network on
     /// virtio-net; address and DNS from QEMU's DHCP, the host at
     /// 10.0.2.2). Our lean kernels get kconfig/net.config for it.
@@ -243,7 +243,7 @@ impl MachineArgs {
                 .iter()
                 .flat_map(|a| a.split_whitespace().map(str::to_string))
                 .collect(),
-            qemu_args: self.qemu_arg.clone(),
+            qemu_args: self.qemu_args.clone(),
             network: self.network,
             gdb: self.gdb,
         }
@@ -651,7 +651,9 @@ pub struct FreshRootArgs {
 #[cfg(test)]
 #[derive(Debug)]
 pub struct FlagDefinition {
+    pub id: String,
     pub long: String,
+    pub subcommands: Vec<String>,
 }
 
 /// Every flag's definitions, told apart by id, long name and help.
@@ -672,7 +674,11 @@ pub fn flag_definitions() -> Vec<FlagDefinition> {
     }
     found
         .into_iter()
-        .map(|((_, long, _), _)| FlagDefinition { long })
+        .map(|((id, long, _), subcommands)| FlagDefinition {
+            id,
+            long,
+            subcommands,
+        })
         .collect()
 }
 
