@@ -1,5 +1,8 @@
 //! The command line: every subcommand's arguments, as clap structs. The
-//! command modules take these and never import each other for them.
+//! command modules take these and never import each other for them. Each
+//! flag is declared once: a flag that several subcommands take lives in
+//! a group (a `clap::Args` struct) that each of them flattens, and where
+//! two flags share a name but not a meaning, a comment says why.
 
 use std::path::PathBuf;
 
@@ -64,6 +67,24 @@ pub enum Command {
     Cache(CacheArgs),
 }
 
+/// `--cache-dir`, for every command that uses the kernel cache.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CacheDirArg {
+    /// The cache of trees and builds (default: $BPFLAB_CACHE, then
+    /// $XDG_CACHE_HOME/bpflab, then ~/.cache/bpflab).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `--patches`, for the commands that build kernels and for `cache`,
+/// whose `--prune` keeps the series' kernels.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PatchesArg {
+    /// The patch series to apply (a directory with a `series` file).
+    #[arg(long, value_name = "DIR", default_value_os_t = project::root().join("patches"))]
+    pub patches: PathBuf,
+}
+
 /// Where the kernel comes from and where builds are kept; shared by every
 /// subcommand that needs kernels.
 #[derive(clap::Args, Debug, Clone)]
@@ -72,39 +93,114 @@ pub struct SourceArgs {
     /// is only read. Default: Debian's linux-source-6.12.
     #[arg(long, value_name = "PATH")]
     pub kernel_src: Option<PathBuf>,
-    /// The cache of trees and builds (default: $BPFLAB_CACHE, then
-    /// $XDG_CACHE_HOME/bpflab, then ~/.cache/bpflab).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
-    /// The patch series to apply (a directory with a `series` file).
-    #[arg(long, value_name = "DIR", default_value_os_t = project::root().join("patches"))]
-    pub patches: PathBuf,
+    #[command(flatten)]
+    pub cache: CacheDirArg,
+    #[command(flatten)]
+    pub series: PatchesArg,
     /// Parallel make jobs (default: number of CPUs + 1).
     #[arg(long)]
     pub jobs: Option<usize>,
+}
+
+/// `--kernel-config` alone, for `bundle`, which takes no fragments; the
+/// other commands take it in `KernelBuildArgs`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KernelConfigArg {
+    /// The kernels' configuration: lean (ours, minutes) or bpf-ci (the
+    /// tree's selftests config and ours, as BPF CI builds).
+    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
+    pub kernel_config: KernelConfig,
+}
+
+/// `--debug` of the commands that build or boot debug kernels instead of
+/// plain ones. ci's `--debug` is its own: it adds them to the run.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DebugArg {
+    /// Build (and boot) the debug variants of the kernels (KASAN, lockdep,
+    /// DEBUG_VM, ...) instead of the plain ones, mutants' too: slower, and
+    /// they see what a plain kernel cannot, such as a lock never released.
+    #[arg(long)]
+    pub debug: bool,
+}
+
+/// Which build of each kernel: debug or not, our configuration and the
+/// developer's fragments; for build-kernel, run and the booting suites.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KernelBuildArgs {
+    #[command(flatten)]
+    pub debug: DebugArg,
+    #[command(flatten)]
+    pub configuration: KernelConfigArg,
+    /// A kconfig fragment of your own, merged after the project's and
+    /// checked like them (repeatable); the kernel gets a build of its
+    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
+    #[arg(long = "config", value_name = "FRAGMENT")]
+    pub config: Vec<PathBuf>,
+}
+
+/// `--accel`, for every command that boots.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AccelArg {
+    /// Accelerator: KVM where it can run the kernel, else TCG.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    pub accel: AccelChoice,
+}
+
+/// `--timeout`, for run and the booting suites.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TimeoutArg {
+    /// Kill the guest after this many seconds (default: vmtest 900 under
+    /// TCG, 600 under KVM; a host command, as run and kselftest boot, 900,
+    /// and no limit for run --shell; kselftest --all 4 hours; 3x each for
+    /// debug kernels); the results that arrived are kept.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+}
+
+/// `--share` of run and kselftest, which always share the host and only
+/// pick how; vmtest's own `--share` turns sharing on.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShareArg {
+    /// How the host is shared (auto: virtiofs, else 9p); kselftest's
+    /// test_progs runs from the cache through it.
+    #[arg(long, value_enum, default_value_t = ShareChoice::Auto)]
+    pub share: ShareChoice,
+}
+
+/// `--vms`, for the suites that run guests side by side.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VmsArg {
+    /// Guests at once, never two on one kernel (kselftest's each run one
+    /// runner). Under TCG a guest keeps one host core busy, so on two
+    /// cores `--vms 2` uses both.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub vms: std::num::NonZeroUsize,
+}
+
+/// `--cache-cap`, for ci and cache.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CacheCapArg {
+    /// The size the cache should stay under (`20G`): after its steps ci
+    /// trims the cache to it (as `cache --prune`, the oldest runs first,
+    /// this run's kept); `cache --prune` removes the oldest runs until it
+    /// is, and `cache` exits 1 when the cache is over it.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_cap: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BuildKernelArgs {
     #[command(flatten)]
     pub source: SourceArgs,
+    // Not VmArgs's --kernel: it builds named kernels, it cannot take a
+    // bzImage path.
     /// Kernels to build, comma-separated: base, a variant of the series
     /// (patched, prefault, ...), all (base and every variant) or both
     /// (base and patched).
     #[arg(long, alias = "kernels", value_delimiter = ',', default_value = "all")]
     pub kernel: Vec<String>,
-    /// Build the debug variants (KASAN, lockdep, DEBUG_VM, ...) instead.
-    #[arg(long)]
-    pub debug: bool,
-    /// The kernels' configuration: lean (ours, minutes) or bpf-ci (the
-    /// tree's selftests config and ours, as BPF CI builds).
-    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
-    pub kernel_config: KernelConfig,
-    /// A kconfig fragment of your own, merged after the project's and
-    /// checked like them (repeatable); the kernel gets a build of its
-    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
-    #[arg(long = "config", value_name = "FRAGMENT")]
-    pub config: Vec<PathBuf>,
+    #[command(flatten)]
+    pub build: KernelBuildArgs,
     /// Print the manifest of the kernels as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -125,8 +221,8 @@ pub struct MachineArgs {
     pub append: Vec<String>,
     /// An argument for qemu-system-x86_64, after the harness's
     /// (repeatable, one word each: `--qemu-arg=-device --qemu-arg=virtio-rng-pci`).
-    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
-    pub qemu_arg: Vec<String>,
+    #[arg(long = "qemu-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub qemu_args: Vec<String>,
     /// The guest's network: none, or user (QEMU's user-mode network on
     /// virtio-net; address and DNS from QEMU's DHCP, the host at
     /// 10.0.2.2). Our lean kernels get kconfig/net.config for it.
@@ -149,7 +245,7 @@ impl MachineArgs {
                 .iter()
                 .flat_map(|a| a.split_whitespace().map(str::to_string))
                 .collect(),
-            qemu_args: self.qemu_arg.clone(),
+            qemu_args: self.qemu_args.clone(),
             network: self.network,
             gdb: self.gdb,
         }
@@ -159,6 +255,8 @@ impl MachineArgs {
 /// Options shared by every subcommand that boots kernels.
 #[derive(clap::Args, Debug, Clone)]
 pub struct VmArgs {
+    // Not build-kernel's --kernel (no bzImage path there) nor run's (one
+    // kernel, patched by default).
     /// Kernels to run, comma-separated: base, a variant of the series
     /// (patched, prefault, ...), all (base and every variant), both (base
     /// and patched), or the path of a bzImage of your own.
@@ -169,31 +267,16 @@ pub struct VmArgs {
         default_value = "all"
     )]
     pub kernels: Vec<String>,
-    /// Use the debug kernels (KASAN, lockdep, DEBUG_VM, ...).
-    #[arg(long)]
-    pub debug: bool,
-    /// The kernels' configuration: lean (ours, minutes) or bpf-ci (the
-    /// tree's selftests config and ours, as BPF CI builds).
-    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
-    pub kernel_config: KernelConfig,
-    /// A kconfig fragment of your own, merged after the project's and
-    /// checked like them (repeatable); the kernel gets a build of its
-    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
-    #[arg(long = "config", value_name = "FRAGMENT")]
-    pub config: Vec<PathBuf>,
-    /// Accelerator: KVM where it can run the kernel, else TCG.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
-    pub accel: AccelChoice,
+    #[command(flatten)]
+    pub build: KernelBuildArgs,
+    #[command(flatten)]
+    pub accel: AccelArg,
     /// Which side of the plan's P/U cases a bzImage given by path is
     /// expected to be on.
     #[arg(long, default_value = "patched", value_parser = guest_common::protocol::PLAN_KERNELS)]
     pub claim: String,
-    /// Kill the guest after this many seconds (default: vmtest 900 under
-    /// TCG, 600 under KVM; a host command, as run and kselftest boot, 900;
-    /// kselftest --all 4 hours; 3x each for debug kernels); the results
-    /// that arrived are kept.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub timeout: TimeoutArg,
     /// Take the kernels (and test_progs) from this bundle, made by `cargo
     /// xtask bundle`, and build nothing.
     #[arg(long, value_name = "DIR", env = crate::kernel::bundle::BUNDLE_ENV)]
@@ -218,10 +301,22 @@ pub struct VmtestArgs {
     /// Stop after N failing tests; the rest are reported as not run.
     #[arg(long, value_name = "N", conflicts_with = "fail_fast")]
     pub max_failures: Option<std::num::NonZeroUsize>,
+    // Not ShareArg: vmtest packs its programs unless told, so here the
+    // flag is optional and giving it turns sharing on. Its own id keeps
+    // bpflab.toml's `share` (ShareArg's) from turning it on.
     /// Read the test programs from the host over a share instead of
     /// packing them into the initramfs (auto: virtiofs, else 9p).
-    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "auto", value_name = "HOW")]
+    #[arg(
+        id = "share_programs",
+        long = "share",
+        value_enum,
+        num_args = 0..=1,
+        default_missing_value = "auto",
+        value_name = "HOW"
+    )]
     pub share: Option<ShareChoice>,
+    // Not kselftest's --stall: a different silence (the results channel,
+    // not test_progs's output).
     /// Harness self-test: how long the results channel may stay still
     /// before the guest is taken for wedged (default 120 under TCG).
     #[arg(long, hide = true, value_name = "SECS")]
@@ -259,9 +354,8 @@ pub struct MutantsArgs {
     /// after changing kconfig/ or the kernel source, run with --fresh).
     #[arg(long)]
     pub fresh: bool,
-    /// Accelerator: KVM where it can run the kernel, else TCG.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
-    pub accel: AccelChoice,
+    #[command(flatten)]
+    pub accel: AccelArg,
     /// What judges a mutant: the test plan (`--fail-fast`), or the
     /// fuzzer (`--fuzz-seconds` of it, `--seed`) held to the model of
     /// the mutant's variant.
@@ -270,14 +364,13 @@ pub struct MutantsArgs {
     /// With `--judge fuzz`: seconds of fuzzing a mutant (CI's budget).
     #[arg(long, value_name = "N", default_value = "60")]
     pub fuzz_seconds: u64,
+    // Not fuzz's --seed: one fixed seed for every mutant, where fuzz's
+    // comes from the clock unless given.
     /// With `--judge fuzz`: the seed, the same for every mutant.
     #[arg(long, value_name = "S", default_value = "1")]
     pub seed: u64,
-    /// Build each mutant as a debug kernel (KASAN, lockdep, DEBUG_VM, ...)
-    /// and judge it there: slower, and it sees what a lean kernel cannot,
-    /// such as a lock never released.
-    #[arg(long)]
-    pub debug: bool,
+    #[command(flatten)]
+    pub debug: DebugArg,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -301,10 +394,8 @@ pub struct FuzzArgs {
     /// Run a reproducer (one operation a line) instead of drawing.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
-    /// Guests at once, one kernel each (under TCG the fuzzer keeps one
-    /// host core busy: `--vms 2` uses both of two).
-    #[arg(long, value_name = "N", default_value = "1")]
-    pub vms: std::num::NonZeroUsize,
+    #[command(flatten)]
+    pub vms: VmsArg,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -317,38 +408,25 @@ pub struct CheckPatchesArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub source: SourceArgs,
+    // Not VmArgs's --kernel: one kernel, patched by default.
     /// The kernel: base, a variant of the series (patched, prefault, ...),
     /// or the path of a bzImage of your own.
     #[arg(long, default_value = "patched")]
     pub kernel: String,
-    /// Use the debug kernel (KASAN, lockdep, DEBUG_VM, ...).
-    #[arg(long)]
-    pub debug: bool,
-    /// The kernel's configuration: lean (ours) or bpf-ci (the tree's
-    /// selftests config and ours).
-    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
-    pub kernel_config: KernelConfig,
-    /// A kconfig fragment of your own, merged after the project's and
-    /// checked like them (repeatable); the kernel gets a build of its
-    /// own, named `<kernel>+<fragment>`, and the others are not rebuilt.
-    #[arg(long = "config", value_name = "FRAGMENT")]
-    pub config: Vec<PathBuf>,
-    /// Accelerator: KVM where it can run the kernel, else TCG.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
-    pub accel: AccelChoice,
-    /// How the host is shared (auto: virtiofs, else 9p).
-    #[arg(long, value_enum, default_value_t = ShareChoice::Auto)]
-    pub share: ShareChoice,
+    #[command(flatten)]
+    pub build: KernelBuildArgs,
+    #[command(flatten)]
+    pub accel: AccelArg,
+    #[command(flatten)]
+    pub share: ShareArg,
     /// An interactive shell on the guest's console instead of a command.
     #[arg(long, conflicts_with = "command")]
     pub shell: bool,
     /// A kernel splat on the console does not change the exit status.
     #[arg(long)]
     pub allow_splat: bool,
-    /// Kill the guest after this many seconds (default: 900 for a command,
-    /// 3x for debug kernels; no limit for --shell).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub timeout: TimeoutArg,
     #[command(flatten)]
     pub machine: MachineArgs,
     /// The command and its arguments, after `--`.
@@ -362,8 +440,8 @@ impl SourceArgs {
     pub fn config(&self) -> Result<SourceConfig> {
         Ok(SourceConfig {
             kernel_src: self.kernel_src.clone(),
-            cache_dir: project::cache_dir(self.cache_dir.as_deref())?,
-            patches: self.patches.clone(),
+            cache_dir: project::cache_dir(self.cache.cache_dir.as_deref())?,
+            patches: self.series.patches.clone(),
             jobs: self.jobs.unwrap_or_else(kernel::default_jobs),
         })
     }
@@ -374,12 +452,12 @@ impl VmArgs {
     pub fn boot(&self) -> BootConfig {
         BootConfig {
             kernels: self.kernels.clone(),
-            config: self.kernel_config,
-            extra_config: self.config.clone(),
-            debug: self.debug,
-            accel: self.accel,
+            config: self.build.configuration.kernel_config,
+            extra_config: self.build.config.clone(),
+            debug: self.build.debug.debug,
+            accel: self.accel.accel,
             claim: self.claim.clone(),
-            timeout: self.timeout,
+            timeout: self.timeout.timeout,
             bundle: self.bundle.clone(),
             machine: self.machine.machine(),
         }
@@ -403,10 +481,8 @@ pub struct KselftestArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub vm: VmArgs,
-    /// How the host is shared (auto: virtiofs, else 9p); test_progs runs
-    /// from the cache through it.
-    #[arg(long, value_enum, default_value_t = ShareChoice::Auto)]
-    pub share: ShareChoice,
+    #[command(flatten)]
+    pub share: ShareArg,
     /// Run the tests whose names contain NAME (test_progs's -t; repeated
     /// or comma-separated) instead of kselftest/ALLOWLIST.
     #[arg(short = 't', long = "test", value_name = "NAME", value_delimiter = ',')]
@@ -434,14 +510,13 @@ pub struct KselftestArgs {
     /// dies is followed by serial ones, which name the test that killed it.
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
-    /// Guests at once, each one runner on one kernel, never two on one
-    /// kernel. Under TCG a test_progs guest takes one host core, so on two
-    /// cores `--vms 2` runs the kernels side by side.
-    #[arg(long, value_name = "N", default_value = "1")]
-    pub vms: std::num::NonZeroUsize,
+    #[command(flatten)]
+    pub vms: VmsArg,
     /// Build test_progs and the test modules, boot nothing.
     #[arg(long)]
     pub build_only: bool,
+    // Not vmtest's --stall: a different silence (test_progs's output, not
+    // the results channel).
     /// Harness self-test: how long test_progs may print nothing before
     /// the running test is taken for hung (default 600 under TCG).
     #[arg(long, hide = true, value_name = "SECS")]
@@ -454,6 +529,7 @@ pub struct BenchArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub vm: VmArgs,
+    // Not fresh-root's --quick: another command's shorter form.
     /// Fewer iterations, one boot per kernel, sweep up to 64 MiB (for CI).
     #[arg(long)]
     pub quick: bool,
@@ -461,6 +537,7 @@ pub struct BenchArgs {
     /// --quick); the spread across boots is reported.
     #[arg(long)]
     pub repeat: Option<usize>,
+    // Not bundle's --out, which has no default.
     /// Where to write bench.json and sweep.svg (default: target/bench).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -469,6 +546,7 @@ pub struct BenchArgs {
     /// TCG, wall under KVM.
     #[arg(long, value_enum)]
     pub clock: Option<crate::bench::grid::Clock>,
+    // Not fresh-root's --record: another record.
     /// Write every row's instructions and faults to docs/bench/icount.json,
     /// the record `--gate` holds runs to (icount only).
     #[arg(long)]
@@ -488,6 +566,7 @@ pub struct BenchArgs {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CiArgs {
+    // Not DebugArg: the debug kernels in addition, not instead.
     /// Also build the debug kernels (KASAN, lockdep, DEBUG_VM) and run
     /// vmtest, test_progs and the fuzzer on them: their cold build alone
     /// is 14-20 minutes on these machines, more than a cold ci can spare
@@ -498,9 +577,8 @@ pub struct CiArgs {
     /// Skip the harness's fault tests (they boot kernels on purpose to fail).
     #[arg(long)]
     pub no_faults: bool,
-    /// The cache of trees and builds (passed to every step).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheDirArg,
     /// Run only these steps, by id (comma-separated or repeated), e.g.
     /// `--step build,vmtest-patched`: the workflow's jobs each run some.
     #[arg(long, value_delimiter = ',', value_name = "ID")]
@@ -510,42 +588,34 @@ pub struct CiArgs {
     /// on an empty kernel cache.
     #[arg(long)]
     pub record_times: bool,
-    /// After the steps, trim the cache (as `cache --prune`) to this size
-    /// (`20G`), the oldest runs first, this run's kept.
-    #[arg(long, value_name = "SIZE")]
-    pub cache_cap: Option<String>,
+    #[command(flatten)]
+    pub cache_cap: CacheCapArg,
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CacheArgs {
-    /// The cache (default: $BPFLAB_CACHE, then $XDG_CACHE_HOME/bpflab, then
-    /// ~/.cache/bpflab).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
-    /// The series whose kernels `--prune` keeps (with base and mutant).
-    #[arg(long, value_name = "DIR", default_value_os_t = project::root().join("patches"))]
-    pub patches: PathBuf,
+    #[command(flatten)]
+    pub cache: CacheDirArg,
+    #[command(flatten)]
+    pub series: PatchesArg,
     /// Remove run directories older than `--runs-older-than` and the
-    /// trees and builds of kernels the series no longer names.
+    /// trees and builds of kernels the series (`--patches`) no longer
+    /// names; base and mutant are kept.
     #[arg(long)]
     pub prune: bool,
     /// With `--prune`: the age, in days, past which a run's directory goes.
     #[arg(long, value_name = "DAYS", default_value = "7")]
     pub runs_older_than: u64,
-    /// The size the cache should stay under (`20G`): `--prune` then also
-    /// removes the oldest runs until it is, and the command exits 1 when
-    /// the cache is over it.
-    #[arg(long, value_name = "SIZE")]
-    pub cache_cap: Option<String>,
+    #[command(flatten)]
+    pub cache_cap: CacheCapArg,
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BundleArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// The kernels' configuration.
-    #[arg(long, value_enum, default_value_t = KernelConfig::Lean)]
-    pub kernel_config: KernelConfig,
+    #[command(flatten)]
+    pub configuration: KernelConfigArg,
     /// Where to write it (made afresh).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -558,28 +628,89 @@ pub struct FreshRootArgs {
     /// `cargo xtask vmtest` and `cargo xtask ci`.
     #[arg(long)]
     pub quick: bool,
-    /// Where the root and the logs go (default: <cache>/fresh-root).
+    /// Where the root and the logs go (default: <cache>/fresh-root, in
+    /// --cache-dir's cache; the root's own cache starts empty whatever
+    /// that is).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The cache whose fresh-root directory is used (the root's own cache
-    /// starts empty whatever this is).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheDirArg,
     /// On success, write the summary to docs/fresh-root/<form>.json.
     #[arg(long)]
     pub record: bool,
     /// Keep the root after a passing check (a failing one's is kept).
     #[arg(long)]
     pub keep: bool,
+    // Not run's command: a host command in the fresh clone, not the guest.
     /// Run this command in the fresh clone instead, e.g. `-- cargo xtask
     /// check-patches` (never recorded).
     #[arg(last = true, value_name = "CMD", conflicts_with = "quick")]
     pub command: Vec<String>,
 }
 
+/// One definition of a flag, as the subcommands see it: a group that
+/// several of them flatten gives each the same one.
+#[cfg(test)]
+#[derive(Debug)]
+pub struct FlagDefinition {
+    pub id: String,
+    pub long: String,
+    pub subcommands: Vec<String>,
+}
+
+/// Every flag's definitions, told apart by id, long name and help.
+#[cfg(test)]
+pub fn flag_definitions() -> Vec<FlagDefinition> {
+    use clap::CommandFactory;
+    let mut found: std::collections::BTreeMap<_, Vec<String>> = Default::default();
+    for sub in Cli::command().get_subcommands() {
+        for arg in sub.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            let help = format!("{:?} {:?}", arg.get_help(), arg.get_long_help());
+            let id = arg.get_id().to_string();
+            let subcommands = found.entry((id, long.to_string(), help)).or_default();
+            subcommands.push(sub.get_name().to_string());
+        }
+    }
+    found
+        .into_iter()
+        .map(|((id, long, _), subcommands)| FlagDefinition {
+            id,
+            long,
+            subcommands,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flag names two definitions share, their meanings differing
+    /// (a comment at each says how).
+    const DECLARED_APART: &[&str] = &[
+        "debug", "kernel", "out", "quick", "record", "seed", "share", "stall",
+    ];
+
+    #[test]
+    fn a_flag_is_declared_once_unless_its_meanings_differ() {
+        let mut definitions = std::collections::BTreeMap::<String, usize>::new();
+        for d in flag_definitions() {
+            *definitions.entry(d.long).or_default() += 1;
+        }
+        let apart: Vec<&str> = definitions
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(long, _)| long.as_str())
+            .collect();
+        assert_eq!(
+            apart, DECLARED_APART,
+            "a flag declared twice: flatten one group into both subcommands, \
+             or say in a comment why they differ and list it here"
+        );
+    }
 
     #[test]
     fn share_flags() {
@@ -604,7 +735,10 @@ mod tests {
             panic!("not run");
         };
         assert_eq!(r.command, ["ls", "-l", "--color"]);
-        assert_eq!((r.kernel.as_str(), r.share), ("patched", ShareChoice::Auto));
+        assert_eq!(
+            (r.kernel.as_str(), r.share.share),
+            ("patched", ShareChoice::Auto)
+        );
         assert!(Cli::try_parse_from(["x", "run", "--shell", "--", "ls"]).is_err());
     }
 

@@ -1,16 +1,20 @@
 //! `bpflab.toml`: the developer's habitual flags. Each key stands for a
-//! flag; its words go into the command line right after the subcommand,
-//! for every subcommand that takes the flag and was not given it, so the
-//! command line always wins. An unknown key, or a value of the wrong
-//! type, is an error that names it.
+//! flag that several subcommands share, and is that flag's id (its field
+//! in cli.rs); its value is checked by the flag's own parser, and its
+//! words go into the command line right after the subcommand, for every
+//! subcommand that takes the flag and was not given it, so the command
+//! line always wins. An unknown key, or a value the flag does not take,
+//! is an error that names it.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::parser::ValueSource;
-use clap::CommandFactory;
-use serde::Deserialize;
+use clap::{Arg, ArgAction, CommandFactory};
+use toml::{Spanned, Value};
 
 use crate::cli::Cli;
 
@@ -19,96 +23,145 @@ use crate::cli::Cli;
 pub const FILE: &str = "bpflab.toml";
 pub const CONFIG_ENV: &str = "BPFLAB_CONFIG";
 
-#[derive(Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// The keys, in the order their words go into the command line. A key is
+/// the id of a flag several subcommands take from one definition (the
+/// unit test below holds this list to cli.rs): `kernels` is the booting
+/// commands' `--kernel` (run's takes one kernel, build-kernel's no
+/// bzImage), `share` is run's and kselftest's `--share` (vmtest's turns
+/// sharing on, which a default should not), `cache_cap` is ci's and
+/// cache's.
+const KEYS: &[&str] = &[
+    "kernel_src",
+    "cache_dir",
+    "patches",
+    "jobs",
+    "cache_cap",
+    "kernels",
+    "kernel_config",
+    "accel",
+    "cpus",
+    "memory",
+    "share",
+    "append",
+    "qemu_args",
+    "config",
+    "network",
+    "gdb",
+    "vms",
+];
+
+/// The keys that are set, each with its flag's words, in `KEYS`' order.
+#[derive(Debug, Default, PartialEq)]
 pub struct ConfigFile {
-    kernel_src: Option<PathBuf>,
-    cache_dir: Option<PathBuf>,
-    jobs: Option<u32>,
-    /// For the commands that take a list of kernels (not `run`).
-    kernels: Option<Vec<String>>,
-    accel: Option<String>,
-    cpus: Option<u32>,
-    memory: Option<String>,
-    /// For `run` and `kselftest`, where --share picks how; vmtest's
-    /// --share turns sharing on, which a default should not.
-    share: Option<String>,
-    append: Option<Vec<String>>,
-    qemu_args: Option<Vec<String>>,
-    /// Kconfig fragments of the developer's own (`--config`).
-    config: Option<Vec<PathBuf>>,
-    /// The size `ci` and `cache --prune` trim the cache to (`20G`).
-    cache_cap: Option<String>,
+    settings: Vec<(&'static str, Vec<String>)>,
 }
 
 impl ConfigFile {
     /// Parses the file at `path`; its relative paths are taken from the
     /// file's directory, wherever the command runs.
     pub fn parse(text: &str, path: &Path) -> Result<ConfigFile> {
-        let mut config: ConfigFile = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
+        let fail = |span: Option<Range<usize>>, what: String| {
+            let line = span
                 .map(|s| format!(" line {}", text[..s.start].matches('\n').count() + 1))
                 .unwrap_or_default();
-            let what = e.message().trim().replace('\n', " ");
             anyhow::anyhow!("{}{line}: {what} (fix or remove it)", path.display())
-        })?;
+        };
+        let table: BTreeMap<Spanned<String>, Spanned<Value>> = toml::from_str(text)
+            .map_err(|e| fail(e.span(), e.message().trim().replace('\n', " ")))?;
+        let mut entries: Vec<_> = table.into_iter().collect();
+        entries.sort_by_key(|(key, _)| key.span().start);
+        let mut cli = Cli::command();
+        cli.build();
         let dir = path.parent().unwrap_or(Path::new(""));
-        let rebase = |p: &mut PathBuf| *p = dir.join(&*p);
-        config.kernel_src.iter_mut().for_each(rebase);
-        config.cache_dir.iter_mut().for_each(rebase);
-        config.config.iter_mut().flatten().for_each(rebase);
-        Ok(config)
+        let mut settings = Vec::new();
+        for (key, value) in entries {
+            let Some(name) = KEYS.iter().copied().find(|k| k == key.get_ref()) else {
+                let known: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
+                let what = format!(
+                    "unknown field `{}`, expected one of {}",
+                    key.get_ref(),
+                    known.join(", ")
+                );
+                return Err(fail(Some(key.span()), what));
+            };
+            let flag = shared_flag(&cli, name)?;
+            let words = words(flag, value.get_ref(), dir)
+                .map_err(|what| fail(Some(key.span()), format!("{name}: {what}")))?;
+            settings.extend(words.map(|w| (name, w)));
+        }
+        settings.sort_by_key(|(name, _)| KEYS.iter().position(|k| k == name));
+        Ok(ConfigFile { settings })
     }
+}
 
-    /// (clap argument id, its words) for every key that is set.
-    fn flags(&self) -> Vec<(&'static str, Vec<String>)> {
-        let one = |flag: &str, v: String| vec![format!("--{flag}"), v];
-        let many = |flag: &str, vs: &[String]| -> Vec<String> {
-            vs.iter().map(|v| format!("--{flag}={v}")).collect()
-        };
-        let path = |p: &PathBuf| p.display().to_string();
-        let mut out = Vec::new();
-        let mut push = |id: &'static str, words: Option<Vec<String>>| {
-            if let Some(w) = words {
-                out.push((id, w));
-            }
-        };
-        push(
-            "kernel_src",
-            self.kernel_src.as_ref().map(|p| one("kernel-src", path(p))),
-        );
-        push(
-            "cache_dir",
-            self.cache_dir.as_ref().map(|p| one("cache-dir", path(p))),
-        );
-        push("jobs", self.jobs.map(|n| one("jobs", n.to_string())));
-        push(
-            "cache_cap",
-            self.cache_cap.clone().map(|c| one("cache-cap", c)),
-        );
-        push(
-            "kernels",
-            self.kernels.as_ref().map(|k| one("kernel", k.join(","))),
-        );
-        push("accel", self.accel.clone().map(|a| one("accel", a)));
-        push("cpus", self.cpus.map(|n| one("cpus", n.to_string())));
-        push("memory", self.memory.clone().map(|m| one("memory", m)));
-        push("share", self.share.clone().map(|s| one("share", s)));
-        push("append", self.append.as_deref().map(|a| many("append", a)));
-        push(
-            "qemu_arg",
-            self.qemu_args.as_deref().map(|a| many("qemu-arg", a)),
-        );
-        push(
-            "config",
-            self.config.as_ref().map(|c| {
-                let paths: Vec<String> = c.iter().map(path).collect();
-                many("config", &paths)
-            }),
-        );
-        out
+/// The flag a key stands for, from the first subcommand that takes it.
+fn shared_flag<'c>(cli: &'c clap::Command, key: &str) -> Result<&'c Arg> {
+    cli.get_subcommands()
+        .flat_map(|sub| sub.get_arguments())
+        .find(|arg| arg.get_id() == key)
+        .with_context(|| format!("bpflab.toml's key {key} is no subcommand's flag"))
+}
+
+/// The words that give `flag` the key's `value` (none for `false`), its
+/// relative paths taken from `dir`; checked by parsing them as clap
+/// would, or what is wrong with them.
+fn words(flag: &Arg, value: &Value, dir: &Path) -> Result<Option<Vec<String>>, String> {
+    let can_stand_alone = flag.get_num_args().is_some_and(|n| n.min_values() == 0);
+    let values = match value {
+        Value::Boolean(false) if can_stand_alone => return Ok(None),
+        Value::Boolean(true) if can_stand_alone => Vec::new(),
+        Value::Array(items) => items.iter().map(scalar).collect::<Result<_, _>>()?,
+        other => vec![scalar(other)?],
+    };
+    let is_path = flag.get_value_parser().type_id() == clap::value_parser!(PathBuf).type_id();
+    let values: Vec<String> = if is_path {
+        values
+            .iter()
+            .map(|v| dir.join(v).display().to_string())
+            .collect()
+    } else {
+        values
+    };
+    let long = format!("--{}", flag.get_long().unwrap_or_default());
+    let words = match (flag.get_value_delimiter(), flag.get_action()) {
+        _ if values.is_empty() => vec![long],
+        (Some(delimiter), _) => vec![long, values.join(&delimiter.to_string())],
+        (None, ArgAction::Append) => values.iter().map(|v| format!("{long}={v}")).collect(),
+        (None, _) if values.len() == 1 => vec![long, values[0].clone()],
+        (None, _) => return Err(format!("{long} takes one value, not a list")),
+    };
+    let check = clap::Command::new(FILE)
+        .no_binary_name(true)
+        .arg(flag.clone());
+    check
+        .try_get_matches_from(&words)
+        .map_err(|e| clap_says(&e))?;
+    Ok(Some(words))
+}
+
+/// A value of a list or of a key, as a word: a string or a number.
+fn scalar(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Integer(n) => Ok(n.to_string()),
+        other => Err(format!(
+            "invalid type: {}, expected a string or a number",
+            other.type_str()
+        )),
     }
+}
+
+/// What clap's error says, on one line, without its usage and advice.
+fn clap_says(err: &clap::Error) -> String {
+    err.to_string()
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:")
+        })
+        .map(|l| l.trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Which file to read: `$BPFLAB_CONFIG` if set (none when empty), else
@@ -147,12 +200,11 @@ pub fn with_defaults(config: &ConfigFile, args: Vec<OsString>) -> Result<Vec<OsS
     };
     let takes = |id: &str| sub.get_arguments().any(|a| a.get_id().as_str() == id);
     let mut words: Vec<OsString> = Vec::new();
-    for (id, flag_words) in config.flags() {
-        let skip = (id == "share" && name == "vmtest") || (id == "kernels" && name == "run");
-        if skip || !takes(id) || given.value_source(id) == Some(ValueSource::CommandLine) {
+    for (id, flag_words) in &config.settings {
+        if !takes(id) || given.value_source(id) == Some(ValueSource::CommandLine) {
             continue;
         }
-        words.extend(flag_words.into_iter().map(OsString::from));
+        words.extend(flag_words.iter().map(OsString::from));
     }
     let at = args
         .iter()
@@ -165,6 +217,8 @@ pub fn with_defaults(config: &ConfigFile, args: Vec<OsString>) -> Result<Vec<OsS
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn config(text: &str) -> ConfigFile {
@@ -239,7 +293,7 @@ share = "9p"
     }
 
     #[test]
-    fn unknown_keys_and_wrong_types_are_named() {
+    fn unknown_keys_and_wrong_values_are_named() {
         let err = |text: &str| {
             ConfigFile::parse(text, Path::new("/p/bpflab.toml"))
                 .unwrap_err()
@@ -247,13 +301,115 @@ share = "9p"
         };
         let e = err("cpus = 2\ncpu = 4\n");
         assert!(
-            e.starts_with("/p/bpflab.toml line 2: unknown field `cpu`"),
+            e.starts_with(
+                "/p/bpflab.toml line 2: unknown field `cpu`, expected one of `kernel_src`"
+            ),
             "{e}"
         );
         assert!(!e.contains('\n'), "one line: {e}");
-        let e = err("cpus = \"two\"\n");
-        assert!(e.contains("line 1") && e.contains("invalid type"), "{e}");
+        // Each value goes through its flag's own parser.
+        for (text, says) in [
+            (
+                "cpus = \"two\"",
+                "line 1: cpus: invalid value 'two' for '--cpus <N>'",
+            ),
+            (
+                "\ncpus = 0",
+                "line 2: cpus: invalid value '0' for '--cpus <N>': 0 is not in 1..=64",
+            ),
+            (
+                "memory = \"4T\"",
+                "memory: invalid value '4T' for '--memory <SIZE>'",
+            ),
+            ("accel = \"fast\"", "[possible values: auto, kvm, tcg]"),
+            ("cpus = [1, 2]", "cpus: --cpus takes one value, not a list"),
+            (
+                "network = true",
+                "network: invalid type: boolean, expected a string or a number",
+            ),
+            (
+                "append = [{}]",
+                "append: invalid type: table, expected a string or a number",
+            ),
+        ] {
+            let e = err(text);
+            assert!(e.contains(says) && e.ends_with("(fix or remove it)"), "{e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
         assert_eq!(config(""), ConfigFile::default());
+    }
+
+    #[test]
+    fn the_later_keys_reach_their_flags() {
+        let text = "network = \"user\"\ngdb = true\nkernel_config = \"bpf-ci\"\nvms = 2\n\
+                    patches = \"mine\"\n";
+        assert_eq!(
+            with(text, "x fuzz"),
+            "x fuzz --patches mine --kernel-config bpf-ci --network user --gdb --vms 2"
+        );
+        assert_eq!(
+            with(text, "x run --gdb 4000"),
+            "x run --patches mine --kernel-config bpf-ci --network user --gdb 4000"
+        );
+        assert_eq!(with(text, "x cache"), "x cache --patches mine");
+        assert_eq!(
+            with(text, "x bundle --out b"),
+            "x bundle --patches mine --kernel-config bpf-ci --out b"
+        );
+        assert_eq!(with("gdb = 4321", "x vmtest"), "x vmtest --gdb 4321");
+        assert_eq!(with("gdb = false", "x vmtest"), "x vmtest");
+    }
+
+    /// The flags several subcommands share that are no key, and why.
+    const NOT_KEYS: &[(&str, &str)] = &[
+        (
+            "debug",
+            "a default of true could not be undone: there is no --no-debug",
+        ),
+        (
+            "timeout",
+            "its defaults differ by command (10 minutes to 4 hours, none for --shell and \
+             --gdb): one would cut the others' runs short or hold their limits off",
+        ),
+        (
+            "claim",
+            "it goes with a bzImage given by path, one run's question",
+        ),
+        (
+            "bundle",
+            "$BPFLAB_BUNDLE defaults it already, and a bundle is one CI job's",
+        ),
+        ("inject", "a hidden harness self-test"),
+    ];
+
+    #[test]
+    fn every_shared_flag_is_a_key_unless_said_why_not() {
+        let definitions = crate::cli::flag_definitions();
+        let keys: BTreeSet<&str> = KEYS.iter().copied().collect();
+        let not_keys: BTreeSet<&str> = NOT_KEYS.iter().map(|(id, _)| *id).collect();
+        let shared: BTreeSet<&str> = definitions
+            .iter()
+            .filter(|d| d.subcommands.len() > 1)
+            .map(|d| d.id.as_str())
+            .collect();
+        let missing: Vec<_> = shared
+            .difference(&keys)
+            .filter(|id| !not_keys.contains(*id))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "flags several subcommands share, with no bpflab.toml key: {missing:?}; \
+             add each to KEYS (and USAGE.md), or to NOT_KEYS with why"
+        );
+        for key in &keys {
+            let flags: Vec<_> = definitions.iter().filter(|d| d.id == *key).collect();
+            assert_eq!(flags.len(), 1, "key {key} is not one flag's id: {flags:?}");
+        }
+        assert!(keys.is_disjoint(&not_keys), "a key in NOT_KEYS");
+        assert!(
+            not_keys.is_subset(&shared),
+            "NOT_KEYS names a flag no two subcommands share"
+        );
     }
 
     #[test]

@@ -13,11 +13,14 @@ use crate::{hostdeps, kernel};
 pub fn run(args: BuildKernelArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let series = Series::load(&source.patches)?;
-    let extra = kernel::ExtraConfig::load(&args.config)?;
+    let extra = kernel::ExtraConfig::load(&args.build.config)?;
     let specs = kernel::specs_for(
         &args.kernel,
         &series,
-        (args.kernel_config, args.debug),
+        (
+            args.build.configuration.kernel_config,
+            args.build.debug.debug,
+        ),
         &extra,
     )?;
     hostdeps::ensure_kernel_build(&source)?;

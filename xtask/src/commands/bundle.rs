@@ -32,7 +32,7 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
         let specs = kernel::specs_for(
             &words,
             &series,
-            (args.kernel_config, *debug),
+            (args.configuration.kernel_config, *debug),
             &kernel::ExtraConfig::default(),
         )?;
         let manifest = kernel::build(&source, &specs)?;
@@ -48,12 +48,12 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
             });
         }
     }
-    let config = (args.kernel_config, None);
+    let config = (args.configuration.kernel_config, None);
     // Links into the cache, made in the bundle's directory, copied into
     // it dereferenced and then removed.
     let links = out.join("links");
     let (dirs, left_out) = kselftest::build_for(&source, config, &targets, (&Runner::ALL, &links))?;
-    let dest = bundle::kselftest_dir(out, args.kernel_config);
+    let dest = bundle::kselftest_dir(out, args.configuration.kernel_config);
     for (t, dir) in targets.iter().zip(&dirs) {
         copy_dereferenced(dir, &dest.join("run").join(&t.name))?;
     }

@@ -14,18 +14,19 @@ use crate::kernel::usage::{self, human, Part};
 use crate::project;
 
 pub fn run(args: CacheArgs) -> Result<ExitCode> {
-    let root = project::cache_dir(args.cache_dir.as_deref())?;
+    let root = project::cache_dir(args.cache.cache_dir.as_deref())?;
     if !root.is_dir() {
         println!("{}: no cache yet (nothing built)", root.display());
         return Ok(ExitCode::SUCCESS);
     }
     let cap = args
         .cache_cap
+        .cache_cap
         .as_deref()
         .map(usage::parse_size)
         .transpose()?;
     let parts = if args.prune {
-        let series = Series::load(&args.patches)?;
+        let series = Series::load(&args.series.patches)?;
         let age = Duration::from_secs(args.runs_older_than * 86400);
         let t = usage::trim(&root, &series.variant_names(), age, cap, Path::new(""))?;
         for p in &t.removed {

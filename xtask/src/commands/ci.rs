@@ -29,9 +29,10 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     if args.record_times && (!args.step.is_empty() || args.debug || args.no_faults) {
         bail!("--record-times records the run .ci/run makes: drop --step, --debug and --no-faults");
     }
-    let cache = project::cache_dir(args.cache_dir.as_deref())?;
+    let cache = project::cache_dir(args.cache.cache_dir.as_deref())?;
     runner::guests_see(&selected, &cache)?;
     let cap = args
+        .cache_cap
         .cache_cap
         .as_deref()
         .map(usage::parse_size)
@@ -41,7 +42,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     // CI runs what the project defines, not a developer's habits.
     env.push((CONFIG_ENV.to_string(), String::new()));
     let setup = Setup {
-        cache_dir: args.cache_dir.as_deref(),
+        cache_dir: args.cache.cache_dir.as_deref(),
         cache: &cache,
         env: &env,
         started_at,
@@ -66,7 +67,7 @@ fn options(args: &CiArgs) -> Options {
     Options {
         debug: args.debug,
         no_faults: args.no_faults,
-        cache_dir: args.cache_dir.clone(),
+        cache_dir: args.cache.cache_dir.clone(),
         only: args.step.clone(),
     }
 }

@@ -23,7 +23,7 @@ pub fn run(args: FreshRootArgs) -> Result<ExitCode> {
     hostdeps::ensure(hostdeps::FRESH_ROOT).context("checking the host tools for the fresh root")?;
     let base = match &args.dir {
         Some(d) => d.clone(),
-        None => project::cache_dir(args.cache_dir.as_deref())?.join("fresh-root"),
+        None => project::cache_dir(args.cache.cache_dir.as_deref())?.join("fresh-root"),
     };
     let checked = fresh_root::check(&Check {
         form,

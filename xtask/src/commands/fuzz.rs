@@ -31,7 +31,8 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     if plan.replay && plan.threads > 1 {
         bail!("--replay runs one thread's operations; drop --threads");
     }
-    let fuzzed = campaign::fuzz_kernels(&source, args.vm.boot(), &plan, replay, args.vms.get())?;
+    let fuzzed =
+        campaign::fuzz_kernels(&source, args.vm.boot(), &plan, replay, args.vms.vms.get())?;
     finish(&fuzzed, &plan)
 }
 

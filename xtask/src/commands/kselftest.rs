@@ -23,7 +23,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     }
     hostdeps::ensure(&deps).context("checking the host tools for the BPF selftests")?;
     if !args.build_only {
-        hostdeps::ensure_share(args.share)?;
+        hostdeps::ensure_share(args.share.share)?;
     }
     let options = SuiteOptions {
         tests: args.tests.clone(),
@@ -31,9 +31,9 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         new_on: args.new_on.clone(),
         runners: args.runners.clone(),
         parallel: args.parallel,
-        vms: args.vms,
+        vms: args.vms.vms,
         build_only: args.build_only,
-        share: args.share,
+        share: args.share.share,
         stall: args.stall,
     };
     let Some(ran) = campaign::run(&source, &args.vm.boot(), &options)? else {

@@ -45,8 +45,8 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     }
     let options = JudgeOptions {
         judge: args.judge,
-        debug: args.debug,
-        accel: args.accel,
+        debug: args.debug.debug,
+        accel: args.accel.accel,
         fresh: args.fresh,
         seed: args.seed,
         fuzz_seconds: args.fuzz_seconds,

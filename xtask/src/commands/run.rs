@@ -31,23 +31,23 @@ pub fn run(args: RunArgs) -> ExitCode {
 fn run_command(args: &RunArgs) -> Result<u8> {
     let boot = BootConfig {
         kernels: vec![args.kernel.clone()],
-        config: args.kernel_config,
-        extra_config: args.config.clone(),
-        debug: args.debug,
-        accel: args.accel,
+        config: args.build.configuration.kernel_config,
+        extra_config: args.build.config.clone(),
+        debug: args.build.debug.debug,
+        accel: args.accel.accel,
         claim: Flavor::patched().name().to_string(),
-        timeout: args.timeout,
+        timeout: args.timeout.timeout,
         bundle: None,
         machine: args.machine.machine(),
     };
     let options = CommandOptions {
         command: args.command.clone(),
         shell: args.shell,
-        share: args.share,
+        share: args.share.share,
         allow_splat: args.allow_splat,
     };
     let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;
-    hostdeps::ensure_share(args.share)?;
+    hostdeps::ensure_share(args.share.share)?;
     command::run(&source, &boot, &options)
 }
