@@ -30,7 +30,7 @@ pub const CONFIG_ENV: &str = "BPFLAB_CONFIG";
 /// bzImage), `share` is run's and kselftest's `--share` (vmtest's turns
 /// sharing on, which a default should not), `cache_cap` is ci's and
 /// cache's.
-const KEYS: &[&str] = &[
+pub const KEYS: &[&str] = &[
     "kernel_src",
     "cache_dir",
     "patches",

@@ -355,3 +355,35 @@ fn the_checks_see_what_they_check() {
     assert!(mutant_ids().contains("0004.130.cond2"));
     assert!(plan_ids().contains(&1));
 }
+
+/// USAGE.md's `bpflab.toml` example: one line a key, every key the file
+/// takes, and no key it does not.
+#[test]
+fn the_bpflab_toml_example_has_every_key_and_no_other() {
+    let usage = docs()
+        .into_iter()
+        .find(|d| d.path.ends_with("USAGE.md"))
+        .expect("docs/USAGE.md");
+    let start = usage
+        .text
+        .find("```toml\n")
+        .expect("a toml block in USAGE.md")
+        + 8;
+    let block = &usage.text[start..];
+    let block = &block[..block.find("```").expect("the toml block's end")];
+    let shown: BTreeSet<&str> = block
+        .lines()
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k.trim()))
+        .collect();
+    let keys: BTreeSet<&str> = crate::config_file::KEYS.iter().copied().collect();
+    let missing: Vec<&&str> = keys.difference(&shown).collect();
+    let unknown: Vec<&&str> = shown.difference(&keys).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "USAGE.md's bpflab.toml example: keys missing {missing:?}, keys the file does not take {unknown:?}"
+    );
+    let example = project::root().join("bpflab.toml");
+    if let Err(e) = crate::config_file::ConfigFile::parse(block, &example) {
+        panic!("USAGE.md's bpflab.toml example does not parse: {e:#}");
+    }
+}
