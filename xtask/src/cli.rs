@@ -359,8 +359,8 @@ pub struct MutantsArgs {
     /// What judges a mutant: the test plan (`--fail-fast`), or the
     /// fuzzer (`--fuzz-seconds` of it, `--seed`) held to the model of
     /// the mutant's variant.
-    #[arg(long, value_enum, default_value_t = crate::mutants::judge::MutantJudge::Plan)]
-    pub judge: crate::mutants::judge::MutantJudge,
+    #[arg(long, value_enum, default_value_t = crate::mutants::kernel_judge::MutantJudge::Plan)]
+    pub judge: crate::mutants::kernel_judge::MutantJudge,
     /// With `--judge fuzz`: seconds of fuzzing a mutant (CI's budget).
     #[arg(long, value_name = "N", default_value = "60")]
     pub fuzz_seconds: u64,

@@ -7,8 +7,8 @@ use guest_common::protocol::Program;
 
 use super::grid::Clock;
 use super::host_noise;
+use super::options::BenchOutcome;
 use super::records::{parse_records, KernelBench};
-use super::run::BenchOutcome;
 use crate::report::protocol::Outcome;
 use crate::vm::qemu::{Accel, TcgThreads};
 use crate::vm::session::{GuestRun, Session};

@@ -1,4 +1,4 @@
-//! The benchmark as a library: `run::Bench` settles a run from plain
+//! The benchmark as a library: `run::Bench` settles a run (`options`) from plain
 //! configurations (the clock, icount's layout), boots every kernel
 //! (`boots`), prints and writes its report (`output`) and holds it to the
 //! record (`record`). The rest is the numbers: the guest's `BPFLAB-BENCH`
@@ -15,6 +15,7 @@ pub mod grid;
 pub mod host_noise;
 pub mod interval;
 pub mod model;
+pub mod options;
 mod output;
 pub mod plot;
 mod record;

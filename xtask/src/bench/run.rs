@@ -5,14 +5,13 @@
 //! (`docs/bench/icount.json`). This file settles the run's clock and
 //! drives the steps, each in a file of its own.
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Result};
 
 use super::boots::boot_all;
 use super::calibration::model_for;
 use super::gate::RunShape;
 use super::grid::Clock;
+use super::options::{BenchOptions, BenchOutcome};
 use super::output::report;
 use super::record::record;
 use crate::kernel::series::Series;
@@ -20,53 +19,6 @@ use crate::kernel::SourceConfig;
 use crate::vm::qemu::{AccelChoice, TcgThreads};
 use crate::vm::session::{self, Prepared, SessionOptions};
 use crate::vm::targets::BootConfig;
-
-/// What a bench run does beyond its kernels and how they boot: the
-/// command's flags, resolved.
-#[derive(Debug, Clone)]
-pub struct BenchOptions {
-    /// Fewer iterations, the grid alone (CI's run).
-    pub quick: bool,
-    /// Boots per kernel, at least one.
-    pub repeat: usize,
-    /// Where bench.json, table.txt and sweep.svg go.
-    pub out: PathBuf,
-    /// The clock asked for; None: icount under TCG, wall under KVM.
-    pub clock: Option<Clock>,
-    /// Write this run's rows to the record (`docs/bench/icount.json`) and
-    /// the head's targets met to `docs/bench/targets-met.txt`.
-    pub record: bool,
-    /// Hold the run to steadiness and to the record.
-    pub gate: bool,
-    /// Hold the run to the targets the record's run met.
-    pub gate_targets: bool,
-}
-
-/// How a bench run ended; what went wrong is said on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchOutcome {
-    /// Measured and reported, and every gate asked for passed.
-    Passed,
-    /// Measured and reported, and a gate failed or `--record` found an
-    /// unsteady row.
-    GateFailed,
-    /// A boot ended the run: the benchmark failed in the guest, or the
-    /// kernel reported problems.
-    BenchFailed,
-    /// A boot ended the run: the VM could not do its job, or the guest's
-    /// records could not be read.
-    VmFailed,
-}
-
-impl BenchOutcome {
-    fn of_gates(failed: bool) -> BenchOutcome {
-        if failed {
-            BenchOutcome::GateFailed
-        } else {
-            BenchOutcome::Passed
-        }
-    }
-}
 
 /// A bench run settled before anything boots: its clock, the boot that
 /// clock takes, the shape the record compares, and the series' head.

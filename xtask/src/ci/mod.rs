@@ -1,12 +1,14 @@
-//! What `cargo xtask ci` runs, as a library below its command: the steps
-//! (`steps`, with the fault tests' split in `faults`), the order the two
-//! workers take them in (`queue`), the host tools they need (`tools`),
-//! running them (`runner`), and what a run cost (`times`).
+//! What `cargo xtask ci` runs, as a library below its command: a step
+//! (`step`), the steps (`steps`, with the fault tests' split in
+//! `faults`), the order the two workers take them in (`queue`), the host
+//! tools they need (`tools`), running them (`runner`), and what a run
+//! cost (`times`).
 
 pub mod commit;
 pub mod faults;
 pub mod queue;
 pub mod runner;
+pub mod step;
 pub mod steps;
 pub mod times;
 pub mod tools;

@@ -2,7 +2,7 @@
 //! which the two workers take first (`longest_first`) and which wait for
 //! another to end (`waits_for`).
 
-use super::steps::{Runs, Step};
+use super::step::{Runs, Step};
 use super::times::CiTimes;
 
 /// The steps in sections: one step alone, or a run of consecutive steps

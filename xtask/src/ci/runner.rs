@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::commit;
 use super::queue::{longest_first, sections, waits_for};
-use super::steps::Step;
+use super::step::Step;
 use super::times::{self, CiTimes, StepTime};
 use crate::kernel::series::Series;
 use crate::kernel::usage::{self, human};
@@ -376,7 +376,7 @@ fn summary(outcomes: &[Outcome], total: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ci::steps::Runs;
+    use crate::ci::step::Runs;
 
     fn sh(id: &'static str, script: &str) -> Step {
         Step {

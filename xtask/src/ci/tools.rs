@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::steps::Step;
+use super::step::Step;
 
 /// A group of host tools, one for each of the lists `hostdeps` installs.
 #[derive(Debug, Clone, Copy, PartialEq)]

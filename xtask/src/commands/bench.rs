@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 
-use crate::bench::run::{Bench, BenchOptions, BenchOutcome};
+use crate::bench::options::{BenchOptions, BenchOutcome};
+use crate::bench::run::Bench;
 use crate::cli::BenchArgs;
 use crate::hostdeps;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};

@@ -11,7 +11,8 @@ use std::time::{Instant, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use crate::ci::runner::{self, Setup};
-use crate::ci::steps::{self, Step};
+use crate::ci::step::Step;
+use crate::ci::steps;
 use crate::ci::tools::{self, HostTools};
 use crate::ci::Options;
 use crate::cli::CiArgs;

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use crate::cli::KselftestArgs;
 use crate::hostdeps;
 use crate::kselftest::campaign::{self, SuiteOptions};
+use crate::kselftest::selection::TestChoice;
 use crate::kselftest::verdict;
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 
@@ -26,8 +27,10 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         hostdeps::ensure_share(args.share.share)?;
     }
     let options = SuiteOptions {
-        tests: args.tests.clone(),
-        all: args.all,
+        choice: TestChoice {
+            tests: args.tests.clone(),
+            all: args.all,
+        },
         new_on: args.new_on.clone(),
         runners: args.runners.clone(),
         parallel: args.parallel,

@@ -20,7 +20,7 @@ use anyhow::Result;
 use crate::cli::MutantsArgs;
 use crate::hostdeps;
 use crate::mutants::campaign::{self, Judged};
-use crate::mutants::judge::{JudgeOptions, MutantJudge};
+use crate::mutants::kernel_judge::{JudgeOptions, MutantJudge};
 use crate::mutants::select::{self, Choice};
 use crate::mutants::Mutant;
 use crate::project::EXIT_TESTS_FAILED;

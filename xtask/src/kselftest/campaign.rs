@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use super::guest;
 use super::leftout::LeftOut;
 use super::runner::Runner;
-use super::selection::{default_set, runners, Lists};
+use super::selection::{Lists, TestChoice};
 use super::{RunOptions, RunnerRun};
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
@@ -24,10 +24,9 @@ use crate::vm::targets::{BootConfig, Target};
 /// How a kselftest run goes, beside which kernels and how they boot.
 #[derive(Debug, Clone)]
 pub struct SuiteOptions {
-    /// test_progs's `-t` names; none: the default set (or `all`).
-    pub tests: Vec<String>,
-    /// Every test test_progs has (DENYLIST still applies).
-    pub all: bool,
+    /// test_progs's `-t` names, or `--all` (DENYLIST still applies), or
+    /// neither: the default set.
+    pub choice: TestChoice,
     /// The variant `tests` are new in.
     pub new_on: Option<String>,
     /// The runners; none: all five.
@@ -71,9 +70,10 @@ pub fn run(
     let mut boot = boot.clone();
     let lists = Lists::load(boot.config)?;
     let runners = runners(options);
+    let choice = &options.choice;
     // Every test_progs test of the default set must be built.
-    let progs_plan = lists.plan(options, Runner::TestProgs);
-    if options.all && boot.timeout.is_none() {
+    let progs_plan = lists.plan(choice, Runner::TestProgs);
+    if choice.all && boot.timeout.is_none() {
         boot.timeout = Some(super::ALL_TIMEOUT_SECS * session::slowdown(boot.debug));
     }
     let Prepared { targets, session } = session::prepare(
@@ -97,12 +97,12 @@ pub fn run(
     // -t's names select (checked here, before a boot).
     let plans: Vec<Vec<String>> = runners
         .iter()
-        .map(|&r| match (&run_dirs[..], options.tests.is_empty()) {
+        .map(|&r| match (&run_dirs[..], choice.tests.is_empty()) {
             ([dir, ..], false) if r.is_test_progs() => {
-                let argv = lists.argv(options, r, &[])?;
-                super::named_tests(dir, r, (&options.tests, &argv), &left_out)
+                let argv = lists.argv(choice, r, &[])?;
+                super::named_tests(dir, r, (&choice.tests, &argv), &left_out)
             }
-            _ => Ok(lists.plan(options, r)),
+            _ => Ok(lists.plan(choice, r)),
         })
         .collect::<Result<_>>()?;
     if options.build_only {
@@ -116,9 +116,9 @@ pub fn run(
         (&targets, &run_dirs),
     )?;
     let held = Held {
-        any: default_set(options) || !options.tests.is_empty(),
+        any: choice.default_set() || !choice.tests.is_empty(),
         new: if options.new_on.is_some() {
-            options.tests.clone()
+            choice.tests.clone()
         } else {
             Vec::new()
         },
@@ -183,7 +183,7 @@ fn run_all(
         .iter()
         .zip(plans)
         .map(|(&r, plan)| {
-            let argv = lists.argv(options, r, plan)?;
+            let argv = lists.argv(&options.choice, r, plan)?;
             Ok((plan.clone(), argv))
         })
         .collect::<Result<_>>()?;
@@ -253,4 +253,13 @@ fn run_all(
 struct AllRuns {
     runs: Vec<(KernelRun, bool)>,
     infra: Vec<String>,
+}
+
+/// `--runner`, all five without it.
+fn runners(options: &SuiteOptions) -> Vec<Runner> {
+    if options.runners.is_empty() {
+        Runner::ALL.to_vec()
+    } else {
+        options.runners.clone()
+    }
 }

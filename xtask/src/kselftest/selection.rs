@@ -4,24 +4,24 @@
 
 use anyhow::{bail, Result};
 
-use super::campaign::SuiteOptions;
 use super::lists;
 use super::runner::{self, Runner};
 use crate::kernel::KernelConfig;
 use crate::report::protocol::{Status, TestResult};
 
-/// `--runner`, all five without it.
-pub fn runners(options: &SuiteOptions) -> Vec<Runner> {
-    if options.runners.is_empty() {
-        Runner::ALL.to_vec()
-    } else {
-        options.runners.clone()
-    }
+/// Which tests a run asks test_progs for: `-t`'s names, every test
+/// (`--all`), or neither: the default set.
+#[derive(Debug, Clone, Default)]
+pub struct TestChoice {
+    pub tests: Vec<String>,
+    pub all: bool,
 }
 
-/// Neither `-t` nor `--all`: kselftest/ALLOWLIST.
-pub fn default_set(options: &SuiteOptions) -> bool {
-    !options.all && options.tests.is_empty()
+impl TestChoice {
+    /// Neither `-t` nor `--all`: kselftest/ALLOWLIST.
+    pub fn default_set(&self) -> bool {
+        !self.all && self.tests.is_empty()
+    }
 }
 
 /// kselftest/ALLOWLIST and DENYLIST.
@@ -46,8 +46,8 @@ impl Lists {
     /// The tests of the default set `runner` must report (empty with -t,
     /// whose tests are found in test_progs, or --all, and for the runners
     /// that cannot be told their tests).
-    pub fn plan(&self, options: &SuiteOptions, runner: Runner) -> Vec<String> {
-        if !default_set(options) || !runner.is_test_progs() {
+    pub fn plan(&self, choice: &TestChoice, runner: Runner) -> Vec<String> {
+        if !choice.default_set() || !runner.is_test_progs() {
             return Vec::new();
         }
         lists::for_runner(&self.allow, runner)
@@ -61,7 +61,7 @@ impl Lists {
     /// test_verifier take none.
     pub fn argv(
         &self,
-        options: &SuiteOptions,
+        choice: &TestChoice,
         runner: Runner,
         plan: &[String],
     ) -> Result<Vec<String>> {
@@ -69,9 +69,9 @@ impl Lists {
         if !runner.is_test_progs() {
             return Ok(argv);
         }
-        if !options.tests.is_empty() {
-            argv.extend(["-t".to_string(), options.tests.join(",")]);
-        } else if !options.all {
+        if !choice.tests.is_empty() {
+            argv.extend(["-t".to_string(), choice.tests.join(",")]);
+        } else if !choice.all {
             if plan.is_empty() {
                 bail!(
                     "kselftest/ALLOWLIST lists no test for {}; name tests with -t or use --all",

@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 
 use super::control::control;
-use super::judge::{self, judge_all, JudgeOptions, Judging};
+use super::judge::{self, judge_all, Judging};
+use super::kernel_judge::JudgeOptions;
 use super::outcome;
 use super::report::{self, Summary};
 use super::select::Chosen;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 
-use super::judge::{self, JudgeOptions};
+use super::kernel_judge::{self as judge, JudgeOptions};
 use super::lists::Sample;
 use super::outcome::Outcome;
 use super::Mutant;

@@ -10,45 +10,20 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::control::{self, Controls};
+use super::kernel_judge::{claim_for, first_tests, judge_kernel, JudgeOptions, MutantJudge};
 use super::ledger::{self, Ledger};
 use super::lists::Sample;
-use super::outcome::{self, Outcome};
+use super::outcome::Outcome;
 use super::Mutant;
-use crate::fuzz::campaign::{self, Verdict};
 use crate::kernel::series::Series;
 use crate::kernel::{self, KernelConfig, SourceConfig};
-use crate::plan::{self, PlanOptions};
 use crate::project;
-use crate::vm::qemu::AccelChoice;
-use crate::vm::targets::BootConfig;
 
 /// The tree and kernel name every mutant is built under.
 const MUTANT_VARIANT: &str = "mutant";
-
-/// What decides whether a mutant is killed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MutantJudge {
-    Plan,
-    Fuzz,
-}
-
-/// How the mutants are judged: by what, on which kernels, and whether
-/// the ledger's outcomes are taken.
-#[derive(Debug, Clone)]
-pub struct JudgeOptions {
-    pub judge: MutantJudge,
-    /// Debug kernels (KASAN, lockdep, ...) instead of lean ones.
-    pub debug: bool,
-    pub accel: AccelChoice,
-    /// Run every mutant again, taking nothing from the ledger.
-    pub fresh: bool,
-    /// The fuzzer's seed and seconds a mutant (`--judge fuzz`).
-    pub seed: u64,
-    pub fuzz_seconds: u64,
-}
 
 /// What judging the mutants needs: the options, the source,
 /// the series and its patches' texts, the tests' key, the run's
@@ -129,24 +104,6 @@ pub fn judge_all(
     Ok((outcomes, remembered))
 }
 
-/// The plan tests the judge runs first on `m`: its sample line's, whose
-/// kill is what the sample holds (found in seconds rather than after the
-/// tests before them); none (the whole plan at once) without a sample
-/// line, or for the fuzzer.
-pub(super) fn first_tests(
-    options: &JudgeOptions,
-    sample: Option<&Sample>,
-    m: &Mutant,
-) -> Vec<String> {
-    if options.judge != MutantJudge::Plan {
-        return Vec::new();
-    }
-    sample
-        .and_then(|s| s.entries.iter().find(|e| e.id == m.id))
-        .map(|e| e.killers.clone())
-        .unwrap_or_default()
-}
-
 /// What besides the mutated series keys an outcome in the ledger: the
 /// tests, the guest image and the kernels' configuration (a change to any
 /// of them can change an outcome), whether the kernels are debug ones,
@@ -175,20 +132,6 @@ fn ledger_key(earlier: &[String], mutated: &str, tests: &str) -> String {
     let mut bodies: Vec<&[u8]> = earlier.iter().map(|t| t.as_bytes()).collect();
     bodies.push(mutated.as_bytes());
     ledger::key(&bodies, tests)
-}
-
-/// The variant whose expectations a mutant of patch `index` is held to:
-/// the first that has the patch.
-pub(super) fn claim_for(series: &Series, index: usize) -> Result<String> {
-    let v = series
-        .variants
-        .iter()
-        .find(|v| v.patches > index)
-        .context("a patch outside every variant")?;
-    if !guest_common::protocol::PLAN_KERNELS.contains(&v.name.as_str()) {
-        bail!("the variant {} has no expectations in the test plan: its patch's mutants cannot be judged", v.name);
-    }
-    Ok(v.name.clone())
 }
 
 /// Builds one mutant's kernel and runs the plan on it.
@@ -245,78 +188,4 @@ fn judge_first(
         }
     }
     judge_kernel(ctx.options, ctx.source, bzimage, (claim, &[]))
-}
-
-/// The judge (`--judge`) on one kernel, held to `claim`'s expectations.
-pub(super) fn judge_kernel(
-    options: &JudgeOptions,
-    source: &SourceConfig,
-    bzimage: &Path,
-    (claim, tests): (&str, &[String]),
-) -> Result<Outcome> {
-    let boot = boot_of(options, bzimage, claim);
-    if options.judge == MutantJudge::Fuzz {
-        return fuzz_mutant(options, source, boot);
-    }
-    let plan_options = PlanOptions {
-        filters: tests.to_vec(),
-        stop_after: Some(1),
-        ..PlanOptions::default()
-    };
-    let plan = plan::run(source, &boot, &plan_options)?;
-    let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
-    let failure = plan.vm_failures.first();
-    if let Some(f) = failure {
-        if let Some(why) = outcome::host_failure(f.reached_init, f.panicked, &f.why) {
-            return Ok(Outcome::Error { why });
-        }
-    }
-    Ok(outcome::judge(&results, failure.map(|f| f.why.as_str())))
-}
-
-/// One lean (or debug) kernel by path, held to `claim`.
-fn boot_of(options: &JudgeOptions, bzimage: &Path, claim: &str) -> BootConfig {
-    BootConfig {
-        kernels: vec![bzimage.to_string_lossy().into_owned()],
-        config: KernelConfig::Lean,
-        extra_config: Vec::new(),
-        debug: options.debug,
-        accel: options.accel,
-        claim: claim.to_string(),
-        timeout: None,
-        bundle: None,
-        machine: Default::default(),
-    }
-}
-
-/// The fuzzer on a mutant's kernel, held to its variant's model.
-fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) -> Result<Outcome> {
-    let plan = crate::fuzz::Plan {
-        seed: options.seed,
-        seconds: options.fuzz_seconds,
-        threads: 1,
-        replay: false,
-    };
-    let fuzzed = campaign::fuzz_kernels(source, boot, &plan, None, 1)?;
-    Ok(match &fuzzed.verdicts[0] {
-        Verdict::Clean => Outcome::Survived,
-        Verdict::Diverged(what, _) => Outcome::Killed {
-            by: format!("fuzz: {what}"),
-        },
-        // The mutant's kernel panicked before the fuzzer reported: as
-        // the plan counts it; anything else is the host's.
-        Verdict::Infra(why) if crate::vm::judge::is_panic(why) => Outcome::Crashed {
-            detail: why.clone(),
-        },
-        Verdict::Infra(why) => Outcome::Error {
-            why: format!(
-                "the fuzzer's VM could not run: {}",
-                why.lines().next().unwrap_or("")
-            ),
-        },
-        // A fault of the fuzzer's is no finding about the mutant.
-        Verdict::FuzzerFailed(why) => Outcome::Undecided {
-            why: format!("the fuzzer failed: {why}"),
-        },
-    })
 }
