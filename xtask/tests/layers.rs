@@ -4,6 +4,8 @@
 //! layers they call never reach back up to the command line, a command,
 //! or the installer of host tools. And commands stand side by side: no
 //! command names another, so what two share lives in a layer below.
+//! Inside a module, no two files name each other (`super::`): what both
+//! need goes in a file below them.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -250,4 +252,57 @@ fn commands_are_read_through_super_and_commands_paths() {
         .into_iter()
         .collect();
     assert_eq!(nested, ["fuzz"]);
+}
+
+/// The sibling files each file of a module folder names through `super::`
+/// (outside its tests): `super::x::Y` or `use super::{x, y::Z}`.
+fn siblings_named(dir: &Path) -> Vec<(String, BTreeSet<String>)> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    files.sort();
+    let stems: Vec<String> = files
+        .iter()
+        .map(|f| first_name(f.strip_prefix(dir).unwrap()))
+        .collect();
+    files
+        .iter()
+        .zip(&stems)
+        .filter(|(_, stem)| *stem != "mod")
+        .map(|(file, stem)| {
+            let text = fs::read_to_string(file).unwrap();
+            let mut named = names_after(non_test(&text), "super::");
+            named.retain(|n| n != stem && stems.contains(n));
+            (stem.clone(), named)
+        })
+        .collect()
+}
+
+#[test]
+fn no_two_files_of_a_module_name_each_other() {
+    let mut dirs = Vec::new();
+    for e in fs::read_dir(src()).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            dirs.push(p);
+        }
+    }
+    let mut circles = Vec::new();
+    for dir in &dirs {
+        let named = siblings_named(dir);
+        for (a, of_a) in &named {
+            for (b, of_b) in &named {
+                if a < b && of_a.contains(b) && of_b.contains(a) {
+                    circles.push(format!("{}: {a}.rs and {b}.rs", dir.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files that import each other; move what both need below them:\n{}",
+        circles.join("\n")
+    );
 }
