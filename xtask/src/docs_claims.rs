@@ -1,7 +1,7 @@
 //! The docs' claims held to the code, so that they cannot go stale
 //! unseen: every mutant id, plan test, `--claim` value, `cargo xtask`
-//! flag, ci step and local link that README.md, docs/ and the command
-//! line's help cite must exist. Test-only; it sits with the command layer
+//! flag, ci step, local link and source file that README.md, docs/ and
+//! the command line's help cite must exist. Test-only; it sits with the command layer
 //! because it reads the command line.
 
 use std::collections::BTreeSet;
@@ -386,4 +386,36 @@ fn the_bpflab_toml_example_has_every_key_and_no_other() {
     if let Err(e) = crate::config_file::ConfigFile::parse(block, &example) {
         panic!("USAGE.md's bpflab.toml example does not parse: {e:#}");
     }
+}
+
+/// The docs that describe the code as it is (MEASUREMENTS.md and
+/// SERIES.md record runs, and may name files as they were then).
+fn present_tense(doc: &Doc) -> bool {
+    !doc.path.ends_with("MEASUREMENTS.md") && !doc.path.ends_with("SERIES.md")
+}
+
+/// Whether a source file cited as `path` is there: from the project
+/// root, or from a crate's `src/` (the docs cite `vm/qemu.rs` for
+/// `xtask/src/vm/qemu.rs`).
+fn source_exists(path: &str) -> bool {
+    let root = project::root();
+    let crates = ["", "xtask/src", "selftests/src", "guest-common/src"];
+    let guests = ["init", "bench", "map-fuzz"].map(|g| format!("vm-images/{g}/src"));
+    crates
+        .iter()
+        .map(|c| c.to_string())
+        .chain(guests)
+        .any(|dir| root.join(dir).join(path).exists())
+}
+
+#[test]
+fn every_source_file_cited_exists() {
+    let file = Regex::new(r"`([A-Za-z0-9_./-]+/[A-Za-z0-9_.-]+\.rs)`").unwrap();
+    let mut problems = Vec::new();
+    for doc in docs().iter().filter(|d| present_tense(d)) {
+        problems.extend(scan(doc, &file, |c| {
+            (!source_exists(&c[1])).then(|| format!("{}: no such source file", &c[1]))
+        }));
+    }
+    assert_none(problems, "source files that are not there");
 }
