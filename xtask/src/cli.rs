@@ -351,7 +351,7 @@ pub struct MutantsArgs {
     pub list: bool,
     /// Run every mutant again, not taking earlier outcomes from the ledger
     /// (an outcome is kept for the same mutated series and test sources;
-    /// after changing kconfig/ or the kernel source, run with --fresh).
+    /// after changing the kernel source, run with --fresh).
     #[arg(long)]
     pub fresh: bool,
     #[command(flatten)]
@@ -359,8 +359,8 @@ pub struct MutantsArgs {
     /// What judges a mutant: the test plan (`--fail-fast`), or the
     /// fuzzer (`--fuzz-seconds` of it, `--seed`) held to the model of
     /// the mutant's variant.
-    #[arg(long, value_enum, default_value_t = crate::mutants::kernel_judge::MutantJudge::Plan)]
-    pub judge: crate::mutants::kernel_judge::MutantJudge,
+    #[arg(long, value_enum, default_value_t = crate::mutants::MutantJudge::Plan)]
+    pub judge: crate::mutants::MutantJudge,
     /// With `--judge fuzz`: seconds of fuzzing a mutant (CI's budget).
     #[arg(long, value_name = "N", default_value = "60")]
     pub fuzz_seconds: u64,

@@ -1,6 +1,7 @@
 //! House rules for the project's own code, checked on every `cargo test`:
-//! no function in the harness (xtask), the guest tests (selftests) or the
-//! guest programs (vm-images) spans 80 lines or more.
+//! no function in the harness (xtask), the guest tests (selftests), the
+//! crate they share (guest-common) or the guest programs (vm-images)
+//! spans 80 lines or more.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -33,7 +33,7 @@ pub struct Generator {
     pub forks: bool,
 }
 
-/// The kinds of operation, in the order of `WEIGHTS`.
+/// The kinds of operation; `KINDS` gives each its weight.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Create,

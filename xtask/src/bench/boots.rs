@@ -6,9 +6,9 @@ use anyhow::Context;
 use guest_common::protocol::Program;
 
 use super::grid::Clock;
+use super::guest_records::{parse_records, KernelBench};
 use super::host_noise;
-use super::options::BenchOutcome;
-use super::records::{parse_records, KernelBench};
+use super::outcome::BenchOutcome;
 use crate::report::protocol::Outcome;
 use crate::vm::qemu::{Accel, TcgThreads};
 use crate::vm::session::{GuestRun, Session};

@@ -2,9 +2,9 @@
 //! run's own base and patched, else on the record's.
 
 use super::grid::{combined, Clock, RowKey};
+use super::guest_records::KernelBench;
 use super::model::{seed_cells, Cell, Model};
 use super::record::{read_record, record_path};
-use super::records::KernelBench;
 
 /// The model and the cells it was fitted on, and where they came from.
 pub(super) struct Calibrated {

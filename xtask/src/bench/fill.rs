@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
+use super::guest_records::{us, KernelBench, Record};
 use super::interval::median;
-use super::records::{us, KernelBench, Record};
 
 /// The probed patterns: (scenario, label).
 const PATTERNS: [(&str, &str); 3] = [
@@ -111,7 +111,7 @@ fn beyond_base_per_fault(s: &Split, base: Option<&Split>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::records::TABLE_SIZE;
+    use crate::bench::guest_records::TABLE_SIZE;
     use std::collections::BTreeMap;
 
     fn fill(scenario: &str, median: u64, fields: &[(&str, u64)]) -> Record {

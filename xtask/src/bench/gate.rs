@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::grid::{combined, Combined, RowKey};
-use super::records::KernelBench;
+use super::guest_records::KernelBench;
 
 /// Boots of one-thread rows this long or longer must agree this closely.
 pub const STEADY_LIMIT: f64 = 0.01;

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
+use super::guest_records::{us, KernelBench, Record};
 use super::interval::median;
 use super::model::Model;
-use super::records::{us, KernelBench, Record};
 
 /// Map sizes in pages, as the guest measures them.
 pub const PAGES: [u64; 5] = [1, 16, 256, 2048, 16384];

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use super::records::SEED_ROWS;
+use super::guest_records::SEED_ROWS;
 
 /// The fitted prices.
 #[derive(Debug, Clone, Copy, PartialEq)]

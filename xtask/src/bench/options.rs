@@ -1,5 +1,5 @@
-//! What a bench run is asked for beyond its kernels and how they boot
-//! (the command's flags, resolved), and how it ended.
+//! What a bench run is asked for beyond its kernels and how they boot:
+//! the command's flags, resolved.
 
 use std::path::PathBuf;
 
@@ -24,30 +24,4 @@ pub struct BenchOptions {
     pub gate: bool,
     /// Hold the run to the targets the record's run met.
     pub gate_targets: bool,
-}
-
-/// How a bench run ended; what went wrong is said on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchOutcome {
-    /// Measured and reported, and every gate asked for passed.
-    Passed,
-    /// Measured and reported, and a gate failed or `--record` found an
-    /// unsteady row.
-    GateFailed,
-    /// A boot ended the run: the benchmark failed in the guest, or the
-    /// kernel reported problems.
-    BenchFailed,
-    /// A boot ended the run: the VM could not do its job, or the guest's
-    /// records could not be read.
-    VmFailed,
-}
-
-impl BenchOutcome {
-    pub(super) fn of_gates(failed: bool) -> BenchOutcome {
-        if failed {
-            BenchOutcome::GateFailed
-        } else {
-            BenchOutcome::Passed
-        }
-    }
 }

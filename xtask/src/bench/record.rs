@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 
 use super::gate::{regressions, unsteady_report, BenchRecord, RunShape};
 use super::grid::Clock;
-use super::options::BenchOutcome;
-use super::records::KernelBench;
+use super::guest_records::KernelBench;
+use super::outcome::BenchOutcome;
 use super::targets::{self, Targets};
 use crate::project;
 

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::grid::{combined, Clock, Combined, RowKey};
+use super::guest_records::{us, KernelBench, SEED_ROWS};
 use super::model::Model;
-use super::records::{us, KernelBench, SEED_ROWS};
 
 fn seed_row(scenario: &'static str) -> RowKey {
     RowKey::find(scenario, 2048, 1).expect("the seed's rows are grid rows")

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::records::{combined, us, KernelBench, TABLE_SIZE};
+use super::guest_records::{combined, us, KernelBench, TABLE_SIZE};
 
 /// The bench's access patterns: (scenario, label).
 const PATTERNS: [(&str, &str); 5] = [
@@ -79,7 +79,7 @@ fn fault_counts(kernels: &[KernelBench]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::records::Record;
+    use crate::bench::guest_records::Record;
     use std::collections::BTreeMap;
 
     fn rec(kind: &str, median: u64, extra: &[(&str, u64)]) -> Record {

@@ -8,9 +8,9 @@
 use std::fmt::Write as _;
 
 use super::grid::{combined, pages_label, Clock, Combined, RowKey, PAGES, THREADS};
+use super::guest_records::KernelBench;
 use super::interval::{ratio_interval, verdict};
 use super::model::Model;
-use super::records::KernelBench;
 
 /// The timed targets: pattern, the kernel it is held against, the
 /// largest ratio allowed.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::records::{combined, us, KernelBench, TABLE_SIZE};
+use super::guest_records::{combined, us, KernelBench, TABLE_SIZE};
 
 /// The guest's thread kinds (`vm-images/bench/src/threads.rs`): kind,
 /// label.
@@ -59,7 +59,7 @@ pub fn threads_table(kernels: &[KernelBench]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::records::Record;
+    use crate::bench::guest_records::Record;
 
     #[test]
     fn a_row_per_kind_and_pattern_with_each_kernels_time() {

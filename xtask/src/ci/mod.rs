@@ -4,9 +4,9 @@
 //! tools they need (`tools`), running them (`runner`), and what a run
 //! cost (`times`).
 
-pub mod commit;
-pub mod faults;
-pub mod queue;
+mod commit;
+mod faults;
+mod queue;
 pub mod runner;
 pub mod step;
 pub mod steps;

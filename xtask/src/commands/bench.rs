@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 
-use crate::bench::options::{BenchOptions, BenchOutcome};
+use crate::bench::options::BenchOptions;
+use crate::bench::outcome::BenchOutcome;
 use crate::bench::run::Bench;
 use crate::cli::BenchArgs;
 use crate::hostdeps;

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use crate::cli::FuzzArgs;
-use crate::fuzz::campaign::{self, Fuzzed, Verdict};
+use crate::fuzz::campaign::{self, FuzzOptions, Fuzzed, Verdict};
 use crate::fuzz::records::KernelFuzz;
 use crate::fuzz::{self, Plan};
 use crate::hostdeps;
@@ -31,8 +31,12 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     if plan.replay && plan.threads > 1 {
         bail!("--replay runs one thread's operations; drop --threads");
     }
-    let fuzzed =
-        campaign::fuzz_kernels(&source, args.vm.boot(), &plan, replay, args.vms.vms.get())?;
+    let options = FuzzOptions {
+        plan: plan.clone(),
+        replay,
+        vms: args.vms.vms.get(),
+    };
+    let fuzzed = campaign::fuzz_kernels(&source, args.vm.boot(), options)?;
     finish(&fuzzed, &plan)
 }
 

@@ -1,16 +1,6 @@
-//! `cargo xtask mutants`: each mutant of the series (`mutants/`) built as
-//! the kernel variant `mutant` (one tree, rebuilt incrementally) and run
-//! through the plan with `--fail-fast`, held to the expectations of the
-//! variant its patch belongs to: 0001's on `patched`, 0002's and 0003's
-//! on `direct`, and so on. First the judge runs on each such variant unmutated, a
-//! control that must pass, or no outcome would mean anything. Killed,
-//! crashed (counted as killed), survived; did not build, undecided (the
-//! judge broke) and errors (the host failed) are not counted and fail the
-//! run. The table per patch, the kill rate and every survivor's diff at
-//! the end; with `--sample`, each mutant held to the tests its
-//! CI_SAMPLE line names: those run first, alone (and the control runs
-//! them), and the whole plan only when they do not kill it. `--debug`
-//! builds and judges debug kernels.
+//! `cargo xtask mutants`: the series' mutants, listed (`--list`) or each
+//! built and judged (the suite is `mutants::campaign`); exit 1 when a
+//! counted mutant survives, is not judged, or a sample line is not held.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -20,9 +10,9 @@ use anyhow::Result;
 use crate::cli::MutantsArgs;
 use crate::hostdeps;
 use crate::mutants::campaign::{self, Judged};
-use crate::mutants::kernel_judge::{JudgeOptions, MutantJudge};
 use crate::mutants::select::{self, Choice};
 use crate::mutants::Mutant;
+use crate::mutants::{JudgeOptions, MutantJudge};
 use crate::project::EXIT_TESTS_FAILED;
 
 pub fn run(args: MutantsArgs) -> Result<ExitCode> {

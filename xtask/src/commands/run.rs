@@ -46,8 +46,9 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         share: args.share.share,
         allow_splat: args.allow_splat,
     };
+    let host_command = command::host_command(&options)?;
     let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;
-    hostdeps::ensure_share(args.share.share)?;
-    command::run(&source, &boot, &options)
+    hostdeps::ensure_share(options.share)?;
+    command::run(&source, &boot, &options, host_command)
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use crate::cli::VmtestArgs;
 use crate::hostdeps;
-use crate::plan::{self, PlanOptions};
+use crate::plan::{self, Plan, PlanOptions};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::vm::share::Sharing;
 
@@ -22,12 +22,12 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
         sharing: args.share.map_or(Sharing::Hermetic, Sharing::Host),
         results_stall: args.stall,
     };
-    plan::check(&source, &boot, &options)?;
+    let plan = Plan::new(&source, &boot, &options)?;
     hostdeps::ensure_boot(&source)?;
     if let Some(choice) = args.share {
         hostdeps::ensure_share(choice)?;
     }
-    let run = plan::run(&source, &boot, &options)?;
+    let run = plan.run()?;
     let total = plan::write_junit(&run, "bpflab vmtest")?;
     eprintln!(
         "reports: {} (KTAP per kernel, junit.xml, console logs)",

@@ -31,13 +31,22 @@ pub struct Fuzzed {
     pub verdicts: Vec<Verdict>,
 }
 
+/// How a fuzz run goes, beside which kernels and how they boot: what the
+/// guest is told, a reproducer to replay, and guests at once.
+pub struct FuzzOptions {
+    pub plan: Plan,
+    /// A reproducer's operations, one a line.
+    pub replay: Option<String>,
+    pub vms: usize,
+}
+
 pub fn fuzz_kernels(
     source: &SourceConfig,
     mut boot: BootConfig,
-    plan: &Plan,
-    replay: Option<String>,
-    vms: usize,
+    options: FuzzOptions,
 ) -> Result<Fuzzed> {
+    let FuzzOptions { plan, replay, vms } = options;
+    let plan = &plan;
     if boot.machine.gdb.is_some() && vms > 1 {
         bail!("--gdb with --vms {vms}: the guests would share one gdb port; use --vms 1");
     }
@@ -47,6 +56,8 @@ pub fn fuzz_kernels(
         boot.timeout =
             Some(2 * plan.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
     }
+    let Prepared { targets, session } =
+        session::prepare(source, &boot, "fuzz", SessionOptions::default())?;
     let client =
         kernel::with_pristine(source, |pristine, dir| build_client(source, pristine, dir))?;
     let mut extra_files = guest_image::file_entries(
@@ -61,14 +72,7 @@ pub fn fuzz_kernels(
             0o644,
         ));
     }
-    let options = SessionOptions {
-        extra_files,
-        ..SessionOptions::default()
-    };
-    let Prepared {
-        targets,
-        mut session,
-    } = session::prepare(source, &boot, "fuzz", options)?;
+    let mut session = session.with_extra_files(extra_files);
     // Once, before the guests that boot side by side clone the session.
     session.hermetic_image()?;
     eprintln!(
@@ -90,7 +94,7 @@ pub fn fuzz_kernels(
     let verdicts = targets
         .iter()
         .zip(&runs)
-        .map(|(t, r)| judge(session.run_dir(), t, plan, r))
+        .map(|(t, r)| verdict_of(session.run_dir(), t, plan, r))
         .collect::<Result<Vec<_>>>()?;
     Ok(Fuzzed {
         run_dir: session.run_dir().to_path_buf(),
@@ -157,7 +161,8 @@ pub enum Verdict {
     FuzzerFailed(String),
 }
 
-fn judge(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
+/// One kernel's verdict from its records, and its reproducer written.
+fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
     let run = r.run.as_ref();
     let write = |what: &str, ops: &[String]| -> Result<Option<PathBuf>> {
         // A --threads run's operations interleaved as the scheduler chose:

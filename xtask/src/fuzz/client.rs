@@ -4,9 +4,9 @@
 //! maps, its skeleton from bpftool, and a fully static client (it runs in
 //! an initramfs with no libraries) that checks every page of them.
 //!
-//! The fuzz command (`cargo xtask fuzz`) builds it with libbpf and
-//! bpftool from the tree under test (`tools.rs`) and packs it into the
-//! guest image as /bin/fuzz-client.
+//! `fuzz::campaign` (for `cargo xtask fuzz` and `mutants --judge fuzz`)
+//! builds it with libbpf and bpftool from the tree under test
+//! (`tools.rs`) and packs it into the guest image as /bin/fuzz-client.
 //!
 //! `steps` is the recipe, pure so it can be tested; [`build`]
 //! runs it, and skips it while the binary is newer than every input.

@@ -100,6 +100,7 @@ impl Lists {
             if let Some(e) = self.deny.iter().find(|e| e.names(runner, test)) {
                 r.status = Status::Skip;
                 r.message = format!("kselftest/{}: {}", e.list, e.reason);
+                r.detail.clear();
             }
         }
     }

@@ -1,6 +1,15 @@
-//! A mutants run as a suite: the controls, then each chosen mutant
-//! judged (or taken from the ledger), the report written, and the
-//! sample's lines checked against who killed what.
+//! A mutants run as a suite: each mutant of the series built as the
+//! kernel variant `mutant` (one tree, rebuilt incrementally) and run
+//! through the plan with `--fail-fast`, held to the expectations of the
+//! variant its patch belongs to: 0001's on `patched`, 0002's and 0003's
+//! on `direct`, and so on. First the judge runs on each such variant
+//! unmutated, a control that must pass, or no outcome would mean
+//! anything. Killed, crashed (counted as killed), survived; did not
+//! build, undecided (the judge broke) and errors (the host failed) are
+//! not counted and fail the run. With a sample, each mutant is held to
+//! the tests its line names: those run first, alone (and the control
+//! runs them), and the whole plan only when they do not kill it; the
+//! sample's lines are checked against who killed what.
 
 use std::time::Instant;
 
@@ -8,10 +17,10 @@ use anyhow::{bail, Result};
 
 use super::control::control;
 use super::judge::{self, judge_all, Judging};
-use super::kernel_judge::JudgeOptions;
 use super::outcome;
 use super::report::{self, Summary};
 use super::select::Chosen;
+use super::JudgeOptions;
 use super::Mutant;
 use crate::kernel::SourceConfig;
 use crate::project;

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 
-use super::kernel_judge::{self as judge, JudgeOptions};
+use super::kernel_judge as judge;
 use super::lists::Sample;
 use super::outcome::Outcome;
+use super::JudgeOptions;
 use super::Mutant;
 use crate::kernel::series::Series;
 use crate::kernel::{self, ExtraConfig, KernelConfig, SourceConfig};

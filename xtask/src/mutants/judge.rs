@@ -13,11 +13,12 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::control::{self, Controls};
-use super::kernel_judge::{claim_for, first_tests, judge_kernel, JudgeOptions, MutantJudge};
+use super::kernel_judge::{claim_for, first_tests, judge_kernel};
 use super::ledger::{self, Ledger};
 use super::lists::Sample;
 use super::outcome::Outcome;
 use super::Mutant;
+use super::{JudgeOptions, MutantJudge};
 use crate::kernel::series::Series;
 use crate::kernel::{self, KernelConfig, SourceConfig};
 use crate::project;

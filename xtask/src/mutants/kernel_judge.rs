@@ -8,35 +8,12 @@ use anyhow::{bail, Context, Result};
 
 use super::lists::Sample;
 use super::outcome::{self, Outcome};
-use super::Mutant;
-use crate::fuzz::campaign::{self, Verdict};
+use super::{JudgeOptions, Mutant, MutantJudge};
+use crate::fuzz::campaign::{self, FuzzOptions, Verdict};
 use crate::kernel::series::Series;
 use crate::kernel::{KernelConfig, SourceConfig};
-use crate::plan::{self, PlanOptions};
-use crate::vm::qemu::AccelChoice;
+use crate::plan::{Plan, PlanOptions};
 use crate::vm::targets::BootConfig;
-
-/// What decides whether a mutant is killed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MutantJudge {
-    Plan,
-    Fuzz,
-}
-
-/// How the mutants are judged: by what, on which kernels, and whether
-/// the ledger's outcomes are taken.
-#[derive(Debug, Clone)]
-pub struct JudgeOptions {
-    pub judge: MutantJudge,
-    /// Debug kernels (KASAN, lockdep, ...) instead of lean ones.
-    pub debug: bool,
-    pub accel: AccelChoice,
-    /// Run every mutant again, taking nothing from the ledger.
-    pub fresh: bool,
-    /// The fuzzer's seed and seconds a mutant (`--judge fuzz`).
-    pub seed: u64,
-    pub fuzz_seconds: u64,
-}
 
 /// The variant whose expectations a mutant of patch `index` is held to:
 /// the first that has the patch.
@@ -86,7 +63,7 @@ pub(super) fn judge_kernel(
         stop_after: Some(1),
         ..PlanOptions::default()
     };
-    let plan = plan::run(source, &boot, &plan_options)?;
+    let plan = Plan::new(source, &boot, &plan_options)?.run()?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
     let failure = plan.vm_failures.first();
     if let Some(f) = failure {
@@ -120,7 +97,12 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         threads: 1,
         replay: false,
     };
-    let fuzzed = campaign::fuzz_kernels(source, boot, &plan, None, 1)?;
+    let options = FuzzOptions {
+        plan,
+        replay: None,
+        vms: 1,
+    };
+    let fuzzed = campaign::fuzz_kernels(source, boot, options)?;
     Ok(match &fuzzed.verdicts[0] {
         Verdict::Clean => Outcome::Survived,
         Verdict::Diverged(what, _) => Outcome::Killed {

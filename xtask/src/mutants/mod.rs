@@ -10,14 +10,14 @@
 //! keeps outcomes, `report` tallies, and `campaign` is the whole run.
 
 pub mod campaign;
-pub mod control;
-pub mod judge;
+mod control;
+mod judge;
 pub mod kernel_judge;
 pub mod ledger;
 pub mod lists;
 pub mod operators;
 pub mod outcome;
-pub mod report;
+mod report;
 pub mod select;
 pub mod units;
 
@@ -27,6 +27,29 @@ use anyhow::{Context, Result};
 
 use self::operators::Op;
 use crate::kernel::series::Series;
+use crate::vm::qemu::AccelChoice;
+
+/// What decides whether a mutant is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MutantJudge {
+    Plan,
+    Fuzz,
+}
+
+/// How the mutants are judged: by what, on which kernels, and whether
+/// the ledger's outcomes are taken.
+#[derive(Debug, Clone)]
+pub struct JudgeOptions {
+    pub judge: MutantJudge,
+    /// Debug kernels (KASAN, lockdep, ...) instead of lean ones.
+    pub debug: bool,
+    pub accel: AccelChoice,
+    /// Run every mutant again, taking nothing from the ledger.
+    pub fresh: bool,
+    /// The fuzzer's seed and seconds a mutant (`--judge fuzz`).
+    pub seed: u64,
+    pub fuzz_seconds: u64,
+}
 
 /// One mutant of one patch of the series.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! What became of a mutant, judged from its kernel's run of the plan, and
-//! the report: a table per patch with its kill rate, and every survivor's
-//! diff.
+//! the tally: a table per patch with its kill rate (`report` adds every
+//! survivor's diff).
 
 use std::collections::BTreeMap;
 
@@ -101,12 +101,12 @@ pub fn host_failure(reached_init: bool, panicked: bool, why: &str) -> Option<Str
 pub fn judge(results: &[TestResult], vm_failure: Option<&str>) -> Outcome {
     if let Some(r) = results.iter().find(|r| r.status == Status::Fail) {
         return Outcome::Killed {
-            by: format!("{}: {}", r.name, first_line(&r.message)),
+            by: format!("{}: {}", r.name, on_one_line(r)),
         };
     }
     if let Some(r) = results.iter().find(|r| r.status == Status::Crashed) {
         return Outcome::Crashed {
-            detail: format!("{}: {}", r.name, first_line(&r.message)),
+            detail: format!("{}: {}", r.name, on_one_line(r)),
         };
     }
     match vm_failure {
@@ -122,6 +122,12 @@ pub fn judge(results: &[TestResult], vm_failure: Option<&str>) -> Outcome {
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
+}
+
+/// A result's message and detail on the one line the report gives a
+/// mutant: what killed it, with the lines that show why.
+fn on_one_line(r: &TestResult) -> String {
+    r.lines().collect::<Vec<_>>().join(" | ")
 }
 
 /// The sampled mutants not killed by a test their sample line names,
@@ -234,13 +240,13 @@ mod tests {
         assert_eq!(
             judge(&[pass.clone(), fail], None),
             Outcome::Killed {
-                by: "t02: why".into()
+                by: "t02: why | more".into()
             }
         );
         assert_eq!(
             judge(&[pass.clone(), crash], Some("panic")),
             Outcome::Crashed {
-                detail: "t03: why".into()
+                detail: "t03: why | more".into()
             }
         );
         assert_eq!(

@@ -7,7 +7,7 @@
 
 mod inject;
 mod results;
-pub mod selection;
+mod selection;
 
 use std::fs;
 
@@ -15,7 +15,7 @@ use anyhow::Result;
 use guest_common::protocol::Program;
 
 use crate::kernel::SourceConfig;
-use crate::report::skips;
+use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestCommand;
@@ -60,23 +60,45 @@ pub struct VmFailure {
     pub panicked: bool,
 }
 
-/// The checks that need no VM and no host tool: the filters, the
-/// kernels' claims and the injection's form, so bad input fails before
-/// anything is installed or built.
-pub fn check(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> Result<()> {
-    selection::check_filters(&options.filters)?;
-    targets::check_plan_kernels(source, boot)?;
-    inject::split(options.inject.as_deref())?;
-    Ok(())
+/// A plan run, checked: the filters, the kernels' claims, the
+/// injection's form and the skip allowlist, so that bad input fails
+/// before anything is installed or built.
+pub struct Plan<'a> {
+    source: &'a SourceConfig,
+    boot: &'a BootConfig,
+    options: &'a PlanOptions,
+    inject: GuestInject,
+    allowed_skips: Vec<AllowedSkip>,
 }
 
-/// Boots each kernel and runs the plan on it; reports per kernel as it
-/// goes (stderr, KTAP), the JUnit file and closing line left to the
-/// caller. The host tools to boot (and share) must be there.
-pub fn run(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> Result<PlanRun> {
-    check(source, boot, options)?;
-    let inject = inject::split(options.inject.as_deref())?;
-    let allowed_skips = skips::load()?;
+impl<'a> Plan<'a> {
+    pub fn new(
+        source: &'a SourceConfig,
+        boot: &'a BootConfig,
+        options: &'a PlanOptions,
+    ) -> Result<Plan<'a>> {
+        selection::check_filters(&options.filters)?;
+        targets::check_plan_kernels(source, boot)?;
+        Ok(Plan {
+            source,
+            boot,
+            options,
+            inject: inject::split(options.inject.as_deref())?,
+            allowed_skips: skips::load()?,
+        })
+    }
+
+    /// Boots each kernel and runs the plan on it; reports per kernel as
+    /// it goes (stderr, KTAP), the JUnit file and closing line left to
+    /// the caller. The host tools to boot (and share) must be there.
+    pub fn run(&self) -> Result<PlanRun> {
+        run_plan(self)
+    }
+}
+
+fn run_plan(plan: &Plan) -> Result<PlanRun> {
+    let (source, boot, options) = (plan.source, plan.boot, plan.options);
+    let (inject, allowed_skips) = (&plan.inject, &plan.allowed_skips);
     let Prepared {
         targets,
         mut session,
@@ -90,8 +112,8 @@ pub fn run(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> R
             ..SessionOptions::default()
         },
     )?;
-    let plan = selection::planned_tests(&options.filters)?;
-    inject.check_against(&plan)?;
+    let planned = selection::planned_tests(&options.filters)?;
+    inject.check_against(&planned)?;
     let mut runs = Vec::new();
     let mut vm_failures = Vec::new();
     for target in &targets {
@@ -99,12 +121,12 @@ pub fn run(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> R
         let failures = so_far.failed + so_far.crashed;
         let budget = match options.stop_after {
             Some(max) if failures >= max => {
-                runs.push(results::not_booted(&session, target, &plan, max)?);
+                runs.push(results::not_booted(&session, target, &planned, max)?);
                 continue;
             }
             max => max.map(|m| m - failures),
         };
-        let guest = selftests_guest(options, target, &inject, budget);
+        let guest = selftests_guest(options, target, inject, budget);
         let failure = |why: String, outcome: Option<&VmOutcome>| {
             eprintln!("== {}: the VM could not do its job: {why}", target.name);
             VmFailure {
@@ -131,7 +153,7 @@ pub fn run(source: &SourceConfig, boot: &BootConfig, options: &PlanOptions) -> R
                 if let Some(why) = &run.vm_failure {
                     vm_failures.push(failure(why.clone(), Some(&run.outcome)));
                 }
-                runs.push(results::kernel_run(&session, target, run, &allowed_skips)?);
+                runs.push(results::kernel_run(&session, target, run, allowed_skips)?);
             }
             Err(err) => vm_failures.push(failure(format!("{err:#}"), None)),
         }

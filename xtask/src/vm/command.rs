@@ -29,15 +29,19 @@ pub struct CommandOptions {
     pub allow_splat: bool,
 }
 
-/// Runs the command in a guest of `boot`'s one kernel; its status. The
-/// host tools to boot and share must be there.
-pub fn run(source: &SourceConfig, boot: &BootConfig, options: &CommandOptions) -> Result<u8> {
-    let command = host_command(options)?;
-    let sharing = SessionOptions {
+/// Runs `command` (`host_command`'s) in a guest of `boot`'s one kernel;
+/// its status. The host tools to boot and share must be there.
+pub fn run(
+    source: &SourceConfig,
+    boot: &BootConfig,
+    options: &CommandOptions,
+    command: HostCommand,
+) -> Result<u8> {
+    let session_options = SessionOptions {
         sharing: Sharing::Host(options.share),
         ..SessionOptions::default()
     };
-    let prepared = session::prepare(source, boot, "run", sharing)?;
+    let prepared = session::prepare(source, boot, "run", session_options)?;
     let target = &prepared.targets[0];
     let mut session = prepared.session;
     let run_dir = session.run_dir().to_path_buf();
@@ -108,8 +112,9 @@ fn report_splats(outcome: &VmOutcome, vmlinux: Option<&Path>) -> usize {
 }
 
 /// What the guest runs: the command (or the caller's shell), where and
-/// with what environment.
-fn host_command(options: &CommandOptions) -> Result<HostCommand> {
+/// with what environment; a missing command or a `--shell` without a
+/// terminal fails here, before anything is installed or booted.
+pub fn host_command(options: &CommandOptions) -> Result<HostCommand> {
     let argv = if options.shell {
         vec![shell_program()]
     } else if options.command.is_empty() {

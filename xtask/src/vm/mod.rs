@@ -1,7 +1,8 @@
 //! From built kernels to a guest's report: the kernels of a run
 //! (`targets`), the guest image, the QEMU arguments, running QEMU and
-//! watching its console, the session that boots each kernel, and the pure
-//! judgement of what came back (`judge`).
+//! watching its console, the session that boots each kernel, the pure
+//! judgement of what came back (`judge`), and `run`'s host command in a
+//! guest (`command`, with the user's `terminal`).
 
 pub mod accel;
 pub mod command;
@@ -17,5 +18,5 @@ pub mod session;
 pub mod share;
 pub mod symbolize;
 pub mod targets;
-pub mod terminal;
+mod terminal;
 pub mod virtiofsd;

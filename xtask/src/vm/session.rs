@@ -1,6 +1,7 @@
 //! A run's session: its directory, the guest image, the accelerator, and
 //! each guest booted, QEMU watched and its outcome handed to `judge`.
-//! Shared by vmtest, run, kselftest and bench.
+//! Shared by the suites (`plan`, `kselftest::campaign`, `fuzz::campaign`,
+//! `bench`) and `vm::command`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,9 +40,6 @@ pub struct SessionOptions {
     /// How TCG runs the vCPUs of this run's guests (a boot may say
     /// otherwise: `BootSpec`).
     pub tcg_threads: TcgThreads,
-    /// Files of the run's own in the hermetic image (the fuzz client, a
-    /// reproducer).
-    pub extra_files: Vec<guest_image::Entry>,
 }
 
 /// What one boot of a host command adds to the run's options.
@@ -54,6 +52,13 @@ pub struct BootSpec {
     pub output_stall: Option<u64>,
     /// How TCG runs this boot's vCPUs, instead of the run's way.
     pub tcg_threads: Option<TcgThreads>,
+}
+
+/// One boot's spec, and where its console and a host command's output
+/// go.
+struct ThisBoot {
+    spec: BootSpec,
+    io: GuestIo,
 }
 
 /// Boots guests for one run: its directory, guest image, allowlist,
@@ -70,12 +75,11 @@ pub struct Session {
     /// The run's options; `sharing` falls back from virtiofs to 9p when
     /// virtiofsd dies (`--share auto`).
     options: SessionOptions,
+    /// Files of the run's own in the hermetic image (the fuzz client, a
+    /// reproducer).
+    extra_files: Vec<guest_image::Entry>,
     /// The developer's CPUs, memory and arguments for every guest.
     machine: Machine,
-    /// The boot under way: its spec, and where its console and a host
-    /// command's output go.
-    boot: BootSpec,
-    io: GuestIo,
     /// Boots so far per kernel: each boot keeps its own console log and
     /// results file (`console-<kernel>-<boot>.log`), so a run resumed in a
     /// new boot never overwrites the trace of the one that died.
@@ -105,9 +109,8 @@ pub fn prepare(
             picker: AccelPicker::new(vm.accel, cache_dir),
             timeout: vm.timeout,
             options,
+            extra_files: Vec::new(),
             machine: vm.machine.clone(),
-            boot: BootSpec::default(),
-            io: GuestIo::Console,
             boots: Default::default(),
         },
     })
@@ -123,6 +126,13 @@ pub struct GuestRun {
 }
 
 impl Session {
+    /// The session with files of the run's own in its hermetic image:
+    /// part of its setup, before the first boot or clone.
+    pub fn with_extra_files(mut self, files: Vec<guest_image::Entry>) -> Session {
+        self.extra_files = files;
+        self
+    }
+
     /// The run's directory: its reports, console logs and guest images.
     pub fn run_dir(&self) -> &Path {
         &self.run_dir
@@ -136,9 +146,11 @@ impl Session {
     /// Boots `target` with `guest` and returns its report, or an error that
     /// says why the VM could not do its job.
     pub fn run_guest(&mut self, target: &Target, guest: GuestCommand) -> Result<GuestRun> {
-        self.boot = BootSpec::default();
-        self.io = GuestIo::Console;
-        self.boot_guest(target, guest)
+        let this = ThisBoot {
+            spec: BootSpec::default(),
+            io: GuestIo::Console,
+        };
+        self.boot_guest(target, guest, &this)
     }
 
     /// Runs `command` on `target` with the user's terminal on the guest's
@@ -149,22 +161,33 @@ impl Session {
         command: HostCommand,
         console: &Path,
     ) -> Result<GuestRun> {
-        self.boot = BootSpec {
-            host_command: Some(command),
-            ..BootSpec::default()
+        let this = ThisBoot {
+            spec: BootSpec {
+                host_command: Some(command),
+                ..BootSpec::default()
+            },
+            io: GuestIo::Shell {
+                console: console.to_path_buf(),
+            },
         };
-        self.io = GuestIo::Shell {
-            console: console.to_path_buf(),
-        };
-        self.boot_guest(target, target.guest(Program::Command, Vec::new(), None))
+        self.boot_guest(
+            target,
+            target.guest(Program::Command, Vec::new(), None),
+            &this,
+        )
     }
 
-    fn boot_guest(&mut self, target: &Target, guest: GuestCommand) -> Result<GuestRun> {
+    fn boot_guest(
+        &mut self,
+        target: &Target,
+        guest: GuestCommand,
+        this: &ThisBoot,
+    ) -> Result<GuestRun> {
         loop {
             let accel = self.picker.current();
             let (results, console_log) = self.next_boot_files(target);
             // Held until QEMU is gone: dropping it stops virtiofsd.
-            let mut share = self.start_share(target, guest.program)?;
+            let mut share = self.start_share(target, guest.program, &this.spec)?;
             let initramfs = match &share {
                 Some((_, image)) => image.clone(),
                 None => self.hermetic_image()?,
@@ -172,10 +195,10 @@ impl Session {
             let mut cfg =
                 VmConfig::new(accel, &target.bzimage, &initramfs, &results, guest.clone());
             cfg.share = share.as_ref().map(|(s, _)| s.devices.clone());
-            cfg.io = self.io.clone();
-            cfg.tcg_threads = self.boot.tcg_threads.unwrap_or(self.options.tcg_threads);
+            cfg.io = this.io.clone();
+            cfg.tcg_threads = this.spec.tcg_threads.unwrap_or(self.options.tcg_threads);
             self.machine.apply(&mut cfg);
-            let limits = self.limits_for(accel, target);
+            let limits = self.limits_for(accel, target, this);
             if let Some(port) = cfg.gdb {
                 super::gdb::check_port(port)?;
                 crate::status!(
@@ -207,7 +230,7 @@ impl Session {
                 _ => None,
             };
             drop(share);
-            if self.boot_again(target, &outcome, died)? {
+            if self.boot_again(target, &outcome, died, &this.spec)? {
                 continue;
             }
             if matches!(outcome.end, VmEnd::NoPowerOff) {
@@ -242,6 +265,7 @@ impl Session {
         target: &Target,
         outcome: &VmOutcome,
         virtiofsd_died: Option<String>,
+        spec: &BootSpec,
     ) -> Result<bool> {
         if let Some(why) = virtiofsd_died {
             // Nothing ran in the guest: the boot can be done again.
@@ -256,7 +280,7 @@ impl Session {
             return Ok(false);
         };
         // A host command that already started must not run twice.
-        if self.boot.host_command.is_some() && outcome.boot_secs.is_some() {
+        if spec.host_command.is_some() && outcome.boot_secs.is_some() {
             bail!("KVM failed after the command started ({line}); rerun with --accel tcg");
         }
         if self.picker.choice() != AccelChoice::Auto {
@@ -284,20 +308,22 @@ impl Session {
         for file in [out, err] {
             fs::write(file, b"").with_context(|| format!("creating {}", file.display()))?;
         }
-        self.boot = spec;
-        let stdin = self
-            .boot
+        let stdin = spec
             .host_command
             .as_ref()
             .is_some_and(|c| c.stdin)
             .then(|| self.run_dir.join("stdin.sock"));
-        self.io = GuestIo::Command {
-            stdout: out.to_path_buf(),
-            stderr: err.to_path_buf(),
-            stdin,
+        let this = ThisBoot {
+            spec,
+            io: GuestIo::Command {
+                stdout: out.to_path_buf(),
+                stderr: err.to_path_buf(),
+                stdin,
+            },
         };
         let relays = (Relay::start(out, to_out)?, Relay::start(err, to_err)?);
-        let ran = self.boot_guest(target, target.guest(Program::Command, Vec::new(), None));
+        let guest = target.guest(Program::Command, Vec::new(), None);
+        let ran = self.boot_guest(target, guest, &this);
         let relayed = (relays.0.finish(), relays.1.finish());
         relayed.0.and(relayed.1)?;
         ran
@@ -317,7 +343,7 @@ impl Session {
 
     /// The limits of one boot: a host command that prints as it goes is
     /// also held to `output_stall` on its stdout.
-    fn limits_for(&self, accel: Accel, target: &Target) -> Limits {
+    fn limits_for(&self, accel: Accel, target: &Target, this: &ThisBoot) -> Limits {
         if self.machine.gdb.is_some() {
             // The guest waits for gdb, and then for the developer at
             // every breakpoint.
@@ -327,12 +353,12 @@ impl Session {
             accel,
             target.debug,
             self.timeout,
-            self.boot.host_command.as_ref(),
+            this.spec.host_command.as_ref(),
         );
         if let Some(secs) = self.options.results_stall {
             limits.stall = Duration::from_secs(secs);
         }
-        if let (Some(secs), GuestIo::Command { stdout, .. }) = (self.boot.output_stall, &self.io) {
+        if let (Some(secs), GuestIo::Command { stdout, .. }) = (this.spec.output_stall, &this.io) {
             limits.stall = Duration::from_secs(secs * slowdown(target.debug));
             limits.output = Some(stdout.clone());
         }
@@ -343,8 +369,7 @@ impl Session {
     /// before cloning the session for guests that boot side by side.
     pub fn hermetic_image(&mut self) -> Result<PathBuf> {
         if self.initramfs.is_none() {
-            let files = &self.options.extra_files;
-            self.initramfs = Some(guest_image::build(&self.run_dir, files)?);
+            self.initramfs = Some(guest_image::build(&self.run_dir, &self.extra_files)?);
         }
         Ok(self.initramfs.clone().expect("just built"))
     }
@@ -356,6 +381,7 @@ impl Session {
         &self,
         target: &Target,
         program: Program,
+        spec: &BootSpec,
     ) -> Result<Option<(ActiveShare, PathBuf)>> {
         let Sharing::Host(choice) = self.options.sharing else {
             return Ok(None);
@@ -373,7 +399,7 @@ impl Session {
         };
         let request = Request {
             share: Some(active.request(&root, bindir.as_deref())),
-            command: self.boot.host_command.clone(),
+            command: spec.host_command.clone(),
         };
         let image = self.run_dir.join(format!("initramfs-{}.cpio", target.name));
         let image = guest_image::build_for_share(&image, &request)?;
