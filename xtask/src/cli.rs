@@ -408,11 +408,25 @@ pub struct CheckPatchesArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    // Not VmArgs's --kernel: one kernel, patched by default.
-    /// The kernel: base, a variant of the series (patched, prefault, ...),
-    /// or the path of a bzImage of your own.
-    #[arg(long, default_value = "patched")]
-    pub kernel: String,
+    // Not VmArgs's --kernel: patched by default, and no `all`/`both`
+    // unless asked (a command on five kernels is a choice).
+    /// The kernels, comma-separated: base, a variant of the series
+    /// (patched, prefault, ...), or the path of a bzImage of your own.
+    /// With more than one, or with --expect, the command runs on each in
+    /// turn and is held to what each is expected to do.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "patched",
+        value_name = "KERNEL"
+    )]
+    pub kernel: Vec<String>,
+    /// What the command is expected to do on a kernel: KERNEL=pass (exit
+    /// 0, no splat) or KERNEL=fail (any other exit), comma-separated;
+    /// pass on every kernel not named. Prints a table, writes junit.xml,
+    /// and exits 1 when a kernel did otherwise.
+    #[arg(long, value_delimiter = ',', value_name = "KERNEL=pass|fail")]
+    pub expect: Vec<String>,
     #[command(flatten)]
     pub build: KernelBuildArgs,
     #[command(flatten)]
@@ -736,8 +750,8 @@ mod tests {
         };
         assert_eq!(r.command, ["ls", "-l", "--color"]);
         assert_eq!(
-            (r.kernel.as_str(), r.share.share),
-            ("patched", ShareChoice::Auto)
+            (r.kernel, r.share.share),
+            (vec!["patched".to_string()], ShareChoice::Auto)
         );
         assert!(Cli::try_parse_from(["x", "run", "--shell", "--", "ls"]).is_err());
     }

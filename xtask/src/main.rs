@@ -15,6 +15,7 @@ mod ci;
 mod cli;
 mod commands;
 mod config_file;
+mod differential;
 #[cfg(test)]
 mod docs_claims;
 mod fresh_root;

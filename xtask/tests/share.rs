@@ -1,5 +1,6 @@
 //! `cargo xtask run` and `vmtest --share` for real: host commands in the
-//! patched kernel over virtiofs and 9p, their exit statuses and output,
+//! patched kernel over virtiofs and 9p (and one on base and patched, held
+//! to what each is expected to do), their exit statuses and output,
 //! the shares' permissions, the 9p fallback, a shell on a terminal, and
 //! nothing left running after a run, a guest panic or a killed harness.
 //! They boot kernels, so they are ignored by a plain `cargo test` and run
@@ -95,6 +96,77 @@ fn exit_statuses_are_the_commands() {
         "{}",
         r.stderr
     );
+}
+
+/// `run` on base and patched, with `args` after `--kernel` (a fresh
+/// command: `xtask`'s pins one kernel).
+fn run_on_two(args: &[&str]) -> Ran {
+    let mut c = Command::new(XTASK);
+    c.args(["run", "--kernel", "base,patched", "--accel", "tcg"])
+        .args(args)
+        .current_dir(project())
+        .stdin(Stdio::null());
+    run_with(c)
+}
+
+/// The directory `reports: DIR (...)` names.
+fn reports_dir(stderr: &str) -> std::path::PathBuf {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("reports: "))
+        .unwrap_or_else(|| panic!("no reports line in {stderr}"));
+    line.split(" (").next().unwrap().into()
+}
+
+#[test]
+#[ignore = "boots a kernel: run by cargo xtask ci"]
+fn a_command_on_several_kernels_is_held_to_what_each_is_expected_to_do() {
+    // Passes on patched alone: each guest is told its kernel's name.
+    let probe = [
+        "--",
+        "sh",
+        "-c",
+        "grep -q bpflab.kernel=patched /proc/cmdline",
+    ];
+    let expected = [&["--expect", "base=fail"][..], &probe].concat();
+    let r = run_on_two(&expected);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("run: 2 of 2 kernels as expected"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("base               fail     exit 1"),
+        "{}",
+        r.stderr
+    );
+    let junit = fs::read_to_string(reports_dir(&r.stderr).join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("tests=\"2\" skipped=\"0\" failures=\"0\""),
+        "{junit}"
+    );
+    // Pass everywhere by default: base does otherwise, and is named.
+    let r = run_on_two(&probe);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("run: 1 of 2 kernels as expected; not base"),
+        "{}",
+        r.stdout
+    );
+    let junit = fs::read_to_string(reports_dir(&r.stderr).join("junit.xml")).unwrap();
+    assert!(junit.contains("expected pass, got exit 1"), "{junit}");
+    // A kernel the run does not have: said before anything boots.
+    let r = run_on_two(&["--expect", "mine=pass", "--", "true"]);
+    assert_eq!(r.code, VM_FAILED, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("mine is not a kernel of this run (base, patched)"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("booting"), "{}", r.stderr);
 }
 
 #[test]

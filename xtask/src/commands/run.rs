@@ -1,17 +1,22 @@
 //! `cargo xtask run`: a host command, or a shell, in the test VM (the
-//! work is `vm::command`).
+//! work is `vm::command`); on several kernels, or with `--expect`, the
+//! command on each in turn, held to what each is expected to do
+//! (`differential`).
 //!
-//! Exit status: the command's; 125 when the VM could not run it (setup,
-//! boot, a panic, a timeout); a kernel splat turns a 0 into 1 unless
-//! `--allow-splat`.
+//! Exit status, on one kernel: the command's; 125 when the VM could not
+//! run it (setup, boot, a panic, a timeout); a kernel splat turns a 0
+//! into 1 unless `--allow-splat`. On several: 0 when every kernel did as
+//! expected, 1 when one did not, 125 when a VM could not run it.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::RunArgs;
+use crate::differential;
 use crate::hostdeps;
 use crate::kernel::Flavor;
+use crate::project::EXIT_TESTS_FAILED;
 use crate::vm::command::{self, CommandOptions};
 use crate::vm::targets::BootConfig;
 
@@ -30,7 +35,7 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 fn run_command(args: &RunArgs) -> Result<u8> {
     let boot = BootConfig {
-        kernels: vec![args.kernel.clone()],
+        kernels: args.kernel.clone(),
         config: args.build.configuration.kernel_config,
         extra_config: args.build.config.clone(),
         debug: args.build.debug.debug,
@@ -46,9 +51,45 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         share: args.share.share,
         allow_splat: args.allow_splat,
     };
+    let expectations = differential::parse_expectations(&args.expect)?;
     let host_command = command::host_command(&options)?;
     let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;
     hostdeps::ensure_share(options.share)?;
-    command::run(&source, &boot, &options, host_command)
+    if args.kernel.len() == 1 && expectations.is_empty() {
+        return command::run(&source, &boot, &options, host_command);
+    }
+    let check = |kernels: &[String]| differential::check_names(&expectations, kernels);
+    let (run_dir, ran) = command::run_each(&source, &boot, (&options, host_command), check)?;
+    let rows = differential::judge(ran, &expectations);
+    eprint!("\n{}", differential::table(&rows));
+    let junit = run_dir.join("junit.xml");
+    std::fs::write(&junit, differential::junit(&rows, &args.command.join(" ")))
+        .with_context(|| format!("writing {}", junit.display()))?;
+    eprintln!(
+        "reports: {} (junit.xml, each kernel's output, console logs)",
+        run_dir.display()
+    );
+    let differ: Vec<&str> = rows
+        .iter()
+        .filter(|r| !r.as_expected)
+        .map(|r| r.ran.kernel.as_str())
+        .collect();
+    println!(
+        "run: {} of {} kernels as expected{}",
+        rows.len() - differ.len(),
+        rows.len(),
+        if differ.is_empty() {
+            String::new()
+        } else {
+            format!("; not {}", differ.join(", "))
+        }
+    );
+    Ok(if rows.iter().any(|r| r.ran.status.is_err()) {
+        EXIT_VM
+    } else if differ.is_empty() {
+        0
+    } else {
+        EXIT_TESTS_FAILED
+    })
 }

@@ -76,6 +76,75 @@ pub fn run(
     exit_code(&ran?, options.allow_splat, target.vmlinux.as_deref())
 }
 
+/// The command's run on one kernel of several: its status (Err: why
+/// the VM could not run it), the splats the kernel reported, and where
+/// its output is.
+#[derive(Debug, Clone)]
+pub struct KernelCommand {
+    pub kernel: String,
+    pub status: std::result::Result<u8, String>,
+    pub splats: usize,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// Runs `command` on each kernel of `boot` in turn, its output streamed
+/// and kept in the run's directory as `<kernel>.stdout` and
+/// `<kernel>.stderr`; a VM that cannot run it is that kernel's result,
+/// not the run's end. `check` is given the kernels' names before the
+/// first boot. The host tools to boot and share must be there.
+pub fn run_each(
+    source: &SourceConfig,
+    boot: &BootConfig,
+    (options, command): (&CommandOptions, HostCommand),
+    check: impl Fn(&[String]) -> Result<()>,
+) -> Result<(PathBuf, Vec<KernelCommand>)> {
+    if options.shell {
+        bail!("--shell runs on one kernel: give one --kernel and no --expect");
+    }
+    if command.stdin {
+        bail!("a piped stdin can go to one kernel only: give one --kernel, or no stdin");
+    }
+    let session_options = SessionOptions {
+        sharing: Sharing::Host(options.share),
+        ..SessionOptions::default()
+    };
+    let prepared = session::prepare(source, boot, "run", session_options)?;
+    let names: Vec<String> = prepared.targets.iter().map(|t| t.name.clone()).collect();
+    check(&names)?;
+    let mut session = prepared.session;
+    let run_dir = session.run_dir().to_path_buf();
+    let mut out = Vec::new();
+    for target in &prepared.targets {
+        eprintln!("== {}: {}", target.name, command.argv.join(" "));
+        let stdout = run_dir.join(format!("{}.stdout", target.name));
+        let stderr = run_dir.join(format!("{}.stderr", target.name));
+        let spec = BootSpec {
+            host_command: Some(command.clone()),
+            ..BootSpec::default()
+        };
+        let ran = session.run_command_relayed(
+            target,
+            spec,
+            (&stdout, &stderr),
+            std::io::stdout(),
+            std::io::stderr(),
+        );
+        let splats = ran.as_ref().map_or(0, |r| r.outcome.splats.len());
+        let status = ran
+            .and_then(|r| exit_code(&r, options.allow_splat, target.vmlinux.as_deref()))
+            .map_err(|e| format!("{e:#}"));
+        out.push(KernelCommand {
+            kernel: target.name.clone(),
+            status,
+            splats,
+            stdout,
+            stderr,
+        });
+    }
+    Ok((run_dir, out))
+}
+
 /// The command's status, after what the kernel said about it.
 fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&Path>) -> Result<u8> {
     if let Some(why) = &ran.vm_failure {

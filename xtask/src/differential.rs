@@ -1,0 +1,253 @@
+//! A developer's own test on several kernels, each held to what it is
+//! expected to do there (`run --kernel base,mine --expect base=fail`;
+//! pass everywhere by default): the table of exit statuses, splats and
+//! outputs, one JUnit test case per kernel, and whether every kernel did
+//! as expected.
+
+use std::fmt::Write as _;
+use std::fs;
+
+use anyhow::{bail, Context, Result};
+
+use crate::report::protocol::{Status, TestResult};
+use crate::report::{self, KernelRun};
+use crate::vm::command::KernelCommand;
+
+/// What a kernel is expected to do with the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Exit 0, and no splat unless allowed.
+    Pass,
+    /// Exit with anything else.
+    Fail,
+}
+
+impl Expect {
+    fn word(self) -> &'static str {
+        match self {
+            Expect::Pass => "pass",
+            Expect::Fail => "fail",
+        }
+    }
+}
+
+/// `--expect` words, `KERNEL=pass` or `KERNEL=fail`, each kernel once.
+pub fn parse_expectations(words: &[String]) -> Result<Vec<(String, Expect)>> {
+    let mut out: Vec<(String, Expect)> = Vec::new();
+    for word in words {
+        let (kernel, what) = word
+            .split_once('=')
+            .with_context(|| format!("--expect {word}: want KERNEL=pass or KERNEL=fail"))?;
+        let expect = match what {
+            "pass" => Expect::Pass,
+            "fail" => Expect::Fail,
+            _ => bail!("--expect {word}: want KERNEL=pass or KERNEL=fail"),
+        };
+        if kernel.is_empty() || out.iter().any(|(k, _)| k == kernel) {
+            bail!("--expect {word}: name each kernel once");
+        }
+        out.push((kernel.to_string(), expect));
+    }
+    Ok(out)
+}
+
+/// Every kernel an expectation names must be one of the run's.
+pub fn check_names(expectations: &[(String, Expect)], kernels: &[String]) -> Result<()> {
+    for (kernel, _) in expectations {
+        if !kernels.contains(kernel) {
+            bail!(
+                "--expect {kernel}=...: {kernel} is not a kernel of this run ({}); name one of them",
+                kernels.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One kernel's run held to its expectation.
+#[derive(Debug)]
+pub struct Row {
+    pub ran: KernelCommand,
+    pub expected: Expect,
+    pub as_expected: bool,
+}
+
+/// Each kernel's run, held to its expectation (pass when none is given).
+pub fn judge(ran: Vec<KernelCommand>, expectations: &[(String, Expect)]) -> Vec<Row> {
+    ran.into_iter()
+        .map(|ran| {
+            let expected = expectations
+                .iter()
+                .find(|(k, _)| *k == ran.kernel)
+                .map_or(Expect::Pass, |(_, e)| *e);
+            let as_expected = match (expected, &ran.status) {
+                (Expect::Pass, Ok(code)) => *code == 0,
+                (Expect::Fail, Ok(code)) => *code != 0,
+                (_, Err(_)) => false,
+            };
+            Row {
+                ran,
+                expected,
+                as_expected,
+            }
+        })
+        .collect()
+}
+
+/// What a kernel's run gave, in a word or two.
+fn got(ran: &KernelCommand) -> String {
+    match &ran.status {
+        Ok(0) => "exit 0".to_string(),
+        Ok(code) => format!("exit {code}"),
+        Err(_) => "VM failed".to_string(),
+    }
+}
+
+/// The table: each kernel, what was expected, what it gave, its splats,
+/// and whether it did as expected; then where each output is and why a
+/// VM failed.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<18} {:<8} {:<10} {:>6}  verdict\n",
+        "kernel", "expected", "got", "splats"
+    );
+    for r in rows {
+        let verdict = if r.as_expected {
+            "as expected"
+        } else {
+            "DIFFERS"
+        };
+        writeln!(
+            out,
+            "{:<18} {:<8} {:<10} {:>6}  {verdict}",
+            r.ran.kernel,
+            r.expected.word(),
+            got(&r.ran),
+            r.ran.splats
+        )
+        .unwrap();
+    }
+    for r in rows {
+        match &r.ran.status {
+            Err(why) => writeln!(
+                out,
+                "{}: the VM could not run the command: {why}",
+                r.ran.kernel
+            ),
+            Ok(_) => writeln!(
+                out,
+                "{}: output in {} and {}",
+                r.ran.kernel,
+                r.ran.stdout.display(),
+                r.ran.stderr.display()
+            ),
+        }
+        .unwrap();
+    }
+    out
+}
+
+/// A kernel's run as a test result named after the command: passed when
+/// as expected, failed when not, an error when the VM could not run it;
+/// the output's last lines as its detail.
+fn test_result(command: &str, r: &Row) -> TestResult {
+    let (status, message) = match (&r.ran.status, r.as_expected) {
+        (Err(why), _) => (Status::Crashed, why.clone()),
+        (Ok(_), true) => (Status::Pass, String::new()),
+        (Ok(_), false) => (
+            Status::Fail,
+            format!("expected {}, got {}", r.expected.word(), got(&r.ran)),
+        ),
+    };
+    let tail = |path: &std::path::Path| {
+        fs::read_to_string(path)
+            .map(|t| crate::util::last_lines(&t, 8))
+            .unwrap_or_default()
+    };
+    let detail = [tail(&r.ran.stdout), tail(&r.ran.stderr)]
+        .into_iter()
+        .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>());
+    TestResult::new(command, status, 0, message).with_detail(detail)
+}
+
+/// One JUnit test case per kernel (suite "bpflab run").
+pub fn junit(rows: &[Row], command: &str) -> String {
+    let runs: Vec<KernelRun> = rows
+        .iter()
+        .map(|r| KernelRun {
+            kernel: r.ran.kernel.clone(),
+            accel: String::new(),
+            results: vec![test_result(command, r)],
+            seconds: 0.0,
+        })
+        .collect();
+    report::junit("bpflab run", &runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn ran(kernel: &str, status: std::result::Result<u8, String>) -> KernelCommand {
+        KernelCommand {
+            kernel: kernel.into(),
+            status,
+            splats: 0,
+            stdout: PathBuf::from(format!("/r/{kernel}.stdout")),
+            stderr: PathBuf::from(format!("/r/{kernel}.stderr")),
+        }
+    }
+
+    #[test]
+    fn expectations_are_kernel_equals_pass_or_fail_each_kernel_once() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_expectations(&words(&["base=fail", "mine=pass"])).unwrap(),
+            [("base".into(), Expect::Fail), ("mine".into(), Expect::Pass)]
+        );
+        for bad in ["base", "base=maybe", "=pass"] {
+            assert!(parse_expectations(&words(&[bad])).is_err(), "{bad}");
+        }
+        assert!(parse_expectations(&words(&["base=fail", "base=pass"])).is_err());
+        let e = parse_expectations(&words(&["other=fail"])).unwrap();
+        let err = check_names(&e, &["base".into(), "patched".into()]).unwrap_err();
+        assert!(err.to_string().contains("base, patched"), "{err}");
+    }
+
+    #[test]
+    fn a_kernel_passes_by_default_and_is_held_to_what_it_is_expected_to_do() {
+        let rows = judge(
+            vec![
+                ran("base", Ok(1)),
+                ran("patched", Ok(0)),
+                ran("direct", Ok(0)),
+                ran("prefault", Err("panic".into())),
+            ],
+            &[
+                ("base".into(), Expect::Fail),
+                ("direct".into(), Expect::Fail),
+            ],
+        );
+        let got: Vec<(Expect, bool)> = rows.iter().map(|r| (r.expected, r.as_expected)).collect();
+        assert_eq!(
+            got,
+            [
+                (Expect::Fail, true),
+                (Expect::Pass, true),
+                (Expect::Fail, false),
+                (Expect::Pass, false),
+            ]
+        );
+        let t = table(&rows);
+        assert!(t.contains("direct             fail     exit 0"), "{t}");
+        assert!(t.contains("DIFFERS"), "{t}");
+        assert!(
+            t.contains("prefault: the VM could not run the command: panic"),
+            "{t}"
+        );
+        let j = junit(&rows, "sh -c x");
+        assert!(j.contains("failures=\"1\" errors=\"1\""), "{j}");
+        assert!(j.contains("expected fail, got exit 0"), "{j}");
+    }
+}
