@@ -165,18 +165,25 @@ fn clap_says(err: &clap::Error) -> String {
 }
 
 /// Which file to read: `$BPFLAB_CONFIG` if set (none when empty), else
-/// bpflab.toml at the project root if it is there.
-fn config_path(env: Option<OsString>, root: &Path) -> Option<PathBuf> {
+/// bpflab.toml in the current directory (a developer's kernel tree),
+/// else at the project root, whichever is there first.
+fn config_path(env: Option<OsString>, cwd: Option<&Path>, root: &Path) -> Option<PathBuf> {
     match env {
         Some(v) if v.is_empty() => None,
         Some(v) => Some(PathBuf::from(v)),
-        None => Some(root.join(FILE)).filter(|p| p.exists()),
+        None => cwd
+            .into_iter()
+            .chain([root])
+            .map(|dir| dir.join(FILE))
+            .find(|p| p.exists()),
     }
 }
 
 /// The process's arguments with the config file's defaults put in.
 pub fn arguments(args: Vec<OsString>) -> Result<Vec<OsString>> {
-    let Some(path) = config_path(std::env::var_os(CONFIG_ENV), &crate::project::root()) else {
+    let cwd = std::env::current_dir().ok();
+    let env = std::env::var_os(CONFIG_ENV);
+    let Some(path) = config_path(env, cwd.as_deref(), &crate::project::root()) else {
         return Ok(args);
     };
     let text =
@@ -413,15 +420,19 @@ share = "9p"
     }
 
     #[test]
-    fn the_file_is_the_projects_unless_the_environment_says() {
-        let root = std::env::temp_dir().join(format!("bpflab-config-{}", std::process::id()));
-        std::fs::create_dir_all(&root).unwrap();
-        assert_eq!(config_path(None, &root), None, "no file, no config");
+    fn the_file_is_the_current_directory_s_then_the_projects_unless_the_environment_says() {
+        let root = crate::util::tempdir();
+        let here = root.join("linux");
+        std::fs::create_dir_all(&here).unwrap();
+        let at = |env: Option<&str>| config_path(env.map(OsString::from), Some(&here), &root);
+        assert_eq!(at(None), None, "no file, no config");
         std::fs::write(root.join(FILE), "").unwrap();
-        assert_eq!(config_path(None, &root), Some(root.join(FILE)));
-        assert_eq!(config_path(Some("".into()), &root), None);
+        assert_eq!(at(None), Some(root.join(FILE)));
+        std::fs::write(here.join(FILE), "").unwrap();
+        assert_eq!(at(None), Some(here.join(FILE)));
+        assert_eq!(at(Some("")), None);
         assert_eq!(
-            config_path(Some("/etc/other.toml".into()), &root),
+            at(Some("/etc/other.toml")),
             Some(PathBuf::from("/etc/other.toml"))
         );
         std::fs::remove_dir_all(&root).unwrap();

@@ -20,11 +20,57 @@ pub const CACHE_ENV: &str = "BPFLAB_CACHE";
 /// variables, the results protocol (`BPFLAB-`) and kernel parameters.
 const CACHE_NAME: &str = "bpflab";
 
+/// Environment variable naming the harness's checkout, for a binary run
+/// away from it (`cargo install --path xtask`).
+pub const ROOT_ENV: &str = "BPFLAB_ROOT";
+
+/// The harness's checkout, found at run time (once): `$BPFLAB_ROOT`, else
+/// the checkout around the current directory, else the one the binary
+/// was built from if it is still there. A binary that finds none says
+/// how to name it, and exits.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives one level below the project root")
-        .to_path_buf()
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let built = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(Path::to_path_buf);
+        let cwd = std::env::current_dir().ok();
+        let env = std::env::var_os(ROOT_ENV).map(PathBuf::from);
+        match find_root(env, cwd.as_deref(), built) {
+            Ok(root) => root,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                std::process::exit(EXIT_SETUP.into());
+            }
+        }
+    })
+    .clone()
+}
+
+/// Whether `dir` is a checkout of the harness: its xtask and its series.
+fn is_checkout(dir: &Path) -> bool {
+    dir.join("xtask/Cargo.toml").is_file() && dir.join("patches/series").is_file()
+}
+
+fn find_root(env: Option<PathBuf>, cwd: Option<&Path>, built: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(dir) = env.filter(|d| !d.as_os_str().is_empty()) {
+        anyhow::ensure!(
+            is_checkout(&dir),
+            "{ROOT_ENV}={}: not a checkout of the harness (no xtask/Cargo.toml and patches/series there)",
+            dir.display()
+        );
+        return Ok(dir);
+    }
+    let around = cwd.and_then(|c| c.ancestors().find(|d| is_checkout(d)));
+    if let Some(dir) = around
+        .map(Path::to_path_buf)
+        .or(built.filter(|b| is_checkout(b)))
+    {
+        return Ok(dir);
+    }
+    anyhow::bail!(
+        "cannot find the harness's checkout (it holds xtask/ and patches/): run from inside it, or set {ROOT_ENV} to it"
+    )
 }
 
 /// A shell whose current directory is the project root.
@@ -85,6 +131,41 @@ pub fn new_run_dir(cache_root: &Path, what: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    fn checkout(dir: &Path) {
+        fs::create_dir_all(dir.join("xtask")).unwrap();
+        fs::create_dir_all(dir.join("patches")).unwrap();
+        fs::write(dir.join("xtask/Cargo.toml"), "").unwrap();
+        fs::write(dir.join("patches/series"), "").unwrap();
+    }
+
+    #[test]
+    fn the_checkout_is_the_env_s_then_the_one_around_here_then_the_built_one() {
+        let tmp = crate::util::tempdir();
+        let (a, b) = (tmp.join("a"), tmp.join("b"));
+        checkout(&a);
+        checkout(&b);
+        let deep = a.join("docs/bench");
+        fs::create_dir_all(&deep).unwrap();
+        let found = |env: Option<&Path>, cwd: &Path, built: &Path| {
+            find_root(
+                env.map(Path::to_path_buf),
+                Some(cwd),
+                Some(built.to_path_buf()),
+            )
+        };
+        assert_eq!(found(Some(&b), &deep, &b).unwrap(), b);
+        assert_eq!(found(None, &deep, &b).unwrap(), a);
+        assert_eq!(found(None, tmp.as_path(), &b).unwrap(), b);
+        let moved = tmp.as_path().join("moved");
+        let err = found(None, tmp.as_path(), &moved).unwrap_err().to_string();
+        assert!(err.contains(ROOT_ENV), "{err}");
+        let err = found(Some(tmp.as_path()), &deep, &b)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a checkout"), "{err}");
+    }
 
     #[test]
     fn cache_dir_precedence() {
