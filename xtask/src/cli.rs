@@ -100,6 +100,26 @@ pub struct SourceArgs {
     /// Parallel make jobs (default: number of CPUs + 1).
     #[arg(long)]
     pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub branch: BranchArgs,
+}
+
+/// A developer's branch in the `--kernel-src` checkout as the source and
+/// the series (`kernel::git`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct BranchArgs {
+    /// With --kernel-src a git checkout: base is the tree at REV, and the
+    /// commits from REV to --head are the series, one variant named after
+    /// the branch (instead of --patches).
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// The branch's tip; HEAD takes the uncommitted changes to tracked
+    /// files too, as the last patch.
+    #[arg(long, value_name = "REV", default_value = "HEAD")]
+    pub head: String,
+    /// With --base: refuse uncommitted changes instead of testing them.
+    #[arg(long)]
+    pub clean: bool,
 }
 
 /// `--kernel-config` alone, for `bundle`, which takes no fragments; the
@@ -452,11 +472,28 @@ impl SourceArgs {
     /// The configuration the kernel layer takes: the cache resolved, the
     /// jobs decided.
     pub fn config(&self) -> Result<SourceConfig> {
+        let cache_dir = project::cache_dir(self.cache.cache_dir.as_deref())?;
+        let (git, patches) = match (&self.branch.base, &self.kernel_src) {
+            (Some(base), Some(repo)) => {
+                let b = &self.branch;
+                let range = kernel::git::range(repo, base, &b.head, b.clean)?;
+                let series = kernel::git::series(repo, &range, &cache_dir.join("git-series"))?;
+                (Some(range), series)
+            }
+            (Some(_), None) => {
+                anyhow::bail!("--base needs --kernel-src: the git checkout your branch is in")
+            }
+            (None, _) if self.branch.clean => {
+                anyhow::bail!("--clean goes with --base: it refuses a branch's uncommitted changes")
+            }
+            (None, _) => (None, self.series.patches.clone()),
+        };
         Ok(SourceConfig {
             kernel_src: self.kernel_src.clone(),
-            cache_dir: project::cache_dir(self.cache.cache_dir.as_deref())?,
-            patches: self.series.patches.clone(),
+            cache_dir,
+            patches,
             jobs: self.jobs.unwrap_or_else(kernel::default_jobs),
+            git,
         })
     }
 }

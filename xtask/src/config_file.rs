@@ -34,6 +34,8 @@ pub const KEYS: &[&str] = &[
     "kernel_src",
     "cache_dir",
     "patches",
+    "base",
+    "head",
     "jobs",
     "cache_cap",
     "kernels",
@@ -387,6 +389,10 @@ share = "9p"
             "$BPFLAB_BUNDLE defaults it already, and a bundle is one CI job's",
         ),
         ("inject", "a hidden harness self-test"),
+        (
+            "clean",
+            "a default of true could not be undone: there is no --no-clean",
+        ),
     ];
 
     #[test]

@@ -6,6 +6,7 @@ pub mod apply;
 pub mod bundle;
 pub mod cache;
 pub mod extra;
+pub mod git;
 pub mod hygiene;
 pub mod kbuild;
 pub mod kconfig;
@@ -43,6 +44,9 @@ pub struct SourceConfig {
     pub patches: PathBuf,
     /// Parallel make jobs.
     pub jobs: usize,
+    /// `--base`: the source is `kernel_src`'s commit, the series its
+    /// branch's (`patches` then holds it, made by `git::series`).
+    pub git: Option<git::GitRange>,
 }
 
 impl SourceConfig {
@@ -430,7 +434,10 @@ struct Opened {
 
 /// `series`, or the one `args.patches` holds.
 fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
-    let source = KernelSource::from_arg(args.kernel_src.as_deref())?;
+    let source = match (&args.git, &args.kernel_src) {
+        (Some(range), Some(repo)) => KernelSource::git(repo, &range.base)?,
+        _ => KernelSource::from_arg(args.kernel_src.as_deref())?,
+    };
     let series = match series {
         Some(s) => s,
         None => Series::load(&args.patches)?,
@@ -451,6 +458,7 @@ fn source_info(source: &KernelSource, pristine: &Path) -> SourceInfo {
     let (kind, path) = match source {
         KernelSource::Directory { path } => ("directory", path.clone()),
         KernelSource::Tarball { path } => ("tarball", path.clone()),
+        KernelSource::Git { repo, .. } => ("git", repo.clone()),
     };
     SourceInfo {
         kind: kind.into(),

@@ -2,7 +2,8 @@
 //! the order they apply, quilt-style. A line `[name]` starts a kernel
 //! variant: the kernel built from every patch above the line and the
 //! patches below it, up to the next such line. The patches before the first
-//! marker are the variant "patched".
+//! marker are the variant "patched"; a marker before any patch names that
+//! first variant instead (a git branch's series: `kernel::git`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -64,6 +65,7 @@ impl Series {
         let mut current = FIRST_VARIANT;
         for line in parse_series(&text) {
             match line {
+                Line::Variant(next) if patches.is_empty() && ends.is_empty() => current = next,
                 Line::Variant(next) => {
                     ends.push((current, patches.len()));
                     current = next;
@@ -364,7 +366,6 @@ mod tests {
     fn bad_variants_are_named() {
         for (series, says) in [
             ("one.patch\n[x]\n", "[x] adds no patch"),
-            ("[x]\none.patch\n", "no patch before the first [name] line"),
             (
                 "one.patch\n[x]\ntwo.patch\n[x]\nthree.patch\n",
                 "[x] is named twice",

@@ -23,6 +23,8 @@ pub enum KernelSource {
     Directory { path: PathBuf },
     /// A kernel.org-style tarball (.tar.xz, .tar.gz, ...).
     Tarball { path: PathBuf },
+    /// A commit of a git checkout (`--base`), its tracked files only.
+    Git { repo: PathBuf, commit: String },
 }
 
 impl KernelSource {
@@ -67,9 +69,29 @@ impl KernelSource {
         }
     }
 
+    /// `--kernel-src REPO --base REV`: the commit's tree, read from git,
+    /// so an in-tree build in the checkout does not matter.
+    pub fn git(repo: &Path, commit: &str) -> Result<KernelSource> {
+        let repo = fs::canonicalize(repo).with_context(|| {
+            format!(
+                "--kernel-src {}: no such directory; pass your kernel checkout",
+                repo.display()
+            )
+        })?;
+        Ok(KernelSource::Git {
+            repo,
+            commit: commit.to_string(),
+        })
+    }
+
     /// A short, stable, readable name for this source's cache directory.
     pub fn cache_key(&self) -> Result<String> {
         let (path, extra) = match self {
+            KernelSource::Git { repo, commit } => {
+                let name = repo.file_name().map(|n| n.to_string_lossy().into_owned());
+                let name = name.unwrap_or_else(|| "root".into());
+                return Ok(format!("{name}-git-{}", &commit[..12]));
+            }
             KernelSource::Directory { path } => (path, String::new()),
             KernelSource::Tarball { path } => {
                 let m =
@@ -108,6 +130,9 @@ impl KernelSource {
         match self {
             KernelSource::Directory { path } => Ok(path.clone()),
             KernelSource::Tarball { path } => unpack_once(path, &cache.source_dir(key)),
+            KernelSource::Git { repo, commit } => {
+                super::git::archive_once(repo, commit, &cache.source_dir(key))
+            }
         }
     }
 }
