@@ -1,6 +1,7 @@
 //! From a kernel source to built kernels: the source and its pristine
-//! tree, the hard-link mirrors, the series applied, the configuration, the
-//! build, and the manifest that records what was built.
+//! tree (a tarball, a tree, or a git branch's base: `git`), the hard-link
+//! mirrors, the series applied, the configuration, the build, and the
+//! manifest that records what was built.
 
 pub mod apply;
 pub mod bundle;
