@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use crate::cli::RunArgs;
 use crate::differential;
 use crate::hostdeps;
-use crate::kernel::Flavor;
+use crate::kernel::{self, Flavor};
 use crate::project::EXIT_TESTS_FAILED;
 use crate::vm::command::{self, CommandOptions};
 use crate::vm::targets::BootConfig;
@@ -53,10 +53,17 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     };
     let expectations = differential::parse_expectations(&args.expect)?;
     let host_command = command::host_command(&options)?;
+    // `all` and `both` are several kernels in one word.
+    let several = args.kernel.len() > 1
+        || args.kernel.iter().any(|w| kernel::names_several(w))
+        || !expectations.is_empty();
+    if several {
+        command::check_each(&options, &host_command)?;
+    }
     let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;
     hostdeps::ensure_share(options.share)?;
-    if args.kernel.len() == 1 && expectations.is_empty() {
+    if !several {
         return command::run(&source, &boot, &options, host_command);
     }
     let check = |kernels: &[String]| differential::check_names(&expectations, kernels);

@@ -164,12 +164,18 @@ pub fn archive_once(repo: &Path, commit: &str, dir: &Path) -> Result<PathBuf> {
         "reading {commit} of {} (git archive)",
         repo.display()
     );
-    let sh = crate::project::shell()?;
     let tar = tmp.join("tree.tar");
-    xshell::cmd!(sh, "git -C {repo} archive --format=tar -o {tar} {commit}")
-        .quiet()
-        .run()
-        .with_context(|| format!("git archive {commit} of {}", repo.display()))?;
+    git(
+        repo,
+        &[
+            "archive",
+            "--format=tar",
+            "-o",
+            &tar.to_string_lossy(),
+            commit,
+        ],
+    )?;
+    let sh = crate::project::shell()?;
     xshell::cmd!(sh, "tar -xf {tar} -C {tmp}")
         .quiet()
         .run()

@@ -143,6 +143,11 @@ pub fn expand_word(word: &str, series: &Series) -> Option<Vec<Flavor>> {
     }
 }
 
+/// Whether `word` names several kernels (`all`, `both`).
+pub fn names_several(word: &str) -> bool {
+    matches!(word, "all" | "both")
+}
+
 /// What `expand_word` accepts, for an error message.
 pub fn known_words(series: &Series) -> String {
     format!(

@@ -13,7 +13,7 @@ use super::process::VmOutcome;
 use super::session::{self, BootSpec, GuestRun, SessionOptions};
 use super::share::{ShareChoice, Sharing};
 use super::symbolize;
-use super::targets::BootConfig;
+use super::targets::{BootConfig, Target};
 use super::terminal::{self, TerminalGuard};
 use crate::kernel::SourceConfig;
 
@@ -37,11 +37,7 @@ pub fn run(
     options: &CommandOptions,
     command: HostCommand,
 ) -> Result<u8> {
-    let session_options = SessionOptions {
-        sharing: Sharing::Host(options.share),
-        ..SessionOptions::default()
-    };
-    let prepared = session::prepare(source, boot, "run", session_options)?;
+    let prepared = prepare(source, boot, options)?;
     let target = &prepared.targets[0];
     let mut session = prepared.session;
     let run_dir = session.run_dir().to_path_buf();
@@ -51,17 +47,7 @@ pub fn run(
         let _terminal = TerminalGuard::save();
         session.run_shell(target, command, &console)
     } else {
-        let spec = BootSpec {
-            host_command: Some(command),
-            ..BootSpec::default()
-        };
-        session.run_command_relayed(
-            target,
-            spec,
-            (&outputs.0, &outputs.1),
-            std::io::stdout(),
-            std::io::stderr(),
-        )
+        relayed(&mut session, target, command, (&outputs.0, &outputs.1))
     };
     // Relayed, or in the capped console log: the raw copies (as large as
     // the command made them) are not kept.
@@ -88,28 +74,30 @@ pub struct KernelCommand {
     pub stderr: PathBuf,
 }
 
-/// Runs `command` on each kernel of `boot` in turn, its output streamed
-/// and kept in the run's directory as `<kernel>.stdout` and
-/// `<kernel>.stderr`; a VM that cannot run it is that kernel's result,
-/// not the run's end. `check` is given the kernels' names before the
-/// first boot. The host tools to boot and share must be there.
-pub fn run_each(
-    source: &SourceConfig,
-    boot: &BootConfig,
-    (options, command): (&CommandOptions, HostCommand),
-    check: impl Fn(&[String]) -> Result<()>,
-) -> Result<(PathBuf, Vec<KernelCommand>)> {
+/// What only one kernel can take, refused before anything is installed
+/// when a command is to run on several: a shell, a piped stdin.
+pub fn check_each(options: &CommandOptions, command: &HostCommand) -> Result<()> {
     if options.shell {
         bail!("--shell runs on one kernel: give one --kernel and no --expect");
     }
     if command.stdin {
         bail!("a piped stdin can go to one kernel only: give one --kernel, or no stdin");
     }
-    let session_options = SessionOptions {
-        sharing: Sharing::Host(options.share),
-        ..SessionOptions::default()
-    };
-    let prepared = session::prepare(source, boot, "run", session_options)?;
+    Ok(())
+}
+
+/// Runs `command` (`check_each`'s) on each kernel of `boot` in turn, its
+/// output streamed and kept in the run's directory as `<kernel>.stdout`
+/// and `<kernel>.stderr`; a VM that cannot run it is that kernel's
+/// result, not the run's end. `check` is given the kernels' names before
+/// the first boot. The host tools to boot and share must be there.
+pub fn run_each(
+    source: &SourceConfig,
+    boot: &BootConfig,
+    (options, command): (&CommandOptions, HostCommand),
+    check: impl Fn(&[String]) -> Result<()>,
+) -> Result<(PathBuf, Vec<KernelCommand>)> {
+    let prepared = prepare(source, boot, options)?;
     let names: Vec<String> = prepared.targets.iter().map(|t| t.name.clone()).collect();
     check(&names)?;
     let mut session = prepared.session;
@@ -119,17 +107,7 @@ pub fn run_each(
         eprintln!("== {}: {}", target.name, command.argv.join(" "));
         let stdout = run_dir.join(format!("{}.stdout", target.name));
         let stderr = run_dir.join(format!("{}.stderr", target.name));
-        let spec = BootSpec {
-            host_command: Some(command.clone()),
-            ..BootSpec::default()
-        };
-        let ran = session.run_command_relayed(
-            target,
-            spec,
-            (&stdout, &stderr),
-            std::io::stdout(),
-            std::io::stderr(),
-        );
+        let ran = relayed(&mut session, target, command.clone(), (&stdout, &stderr));
         let splats = ran.as_ref().map_or(0, |r| r.outcome.splats.len());
         let status = ran
             .and_then(|r| exit_code(&r, options.allow_splat, target.vmlinux.as_deref()))
@@ -143,6 +121,34 @@ pub fn run_each(
         });
     }
     Ok((run_dir, out))
+}
+
+/// The run's session, the host shared with its guests, and its kernels.
+fn prepare(
+    source: &SourceConfig,
+    boot: &BootConfig,
+    options: &CommandOptions,
+) -> Result<session::Prepared> {
+    let session_options = SessionOptions {
+        sharing: Sharing::Host(options.share),
+        ..SessionOptions::default()
+    };
+    session::prepare(source, boot, "run", session_options)
+}
+
+/// `command` on `target`, its stdout and stderr written to `out` and
+/// streamed to the harness's own.
+fn relayed(
+    session: &mut session::Session,
+    target: &Target,
+    command: HostCommand,
+    out: (&Path, &Path),
+) -> Result<GuestRun> {
+    let spec = BootSpec {
+        host_command: Some(command),
+        ..BootSpec::default()
+    };
+    session.run_command_relayed(target, spec, out, std::io::stdout(), std::io::stderr())
 }
 
 /// The command's status, after what the kernel said about it.
