@@ -20,8 +20,13 @@ const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const VM_FAILED: i32 = 125;
 
 fn xtask(args: &[&str]) -> Command {
+    xtask_on("patched", args)
+}
+
+/// `run` on `kernels` (a comma list), under TCG, with `args`.
+fn xtask_on(kernels: &str, args: &[&str]) -> Command {
     let mut c = Command::new(XTASK);
-    c.args(["run", "--kernel", "patched", "--accel", "tcg"])
+    c.args(["run", "--kernel", kernels, "--accel", "tcg"])
         .args(args)
         .current_dir(project())
         .stdin(Stdio::null());
@@ -98,15 +103,9 @@ fn exit_statuses_are_the_commands() {
     );
 }
 
-/// `run` on base and patched, with `args` after `--kernel` (a fresh
-/// command: `xtask`'s pins one kernel).
+/// `run` on base and patched, with `args`.
 fn run_on_two(args: &[&str]) -> Ran {
-    let mut c = Command::new(XTASK);
-    c.args(["run", "--kernel", "base,patched", "--accel", "tcg"])
-        .args(args)
-        .current_dir(project())
-        .stdin(Stdio::null());
-    run_with(c)
+    run_with(xtask_on("base,patched", args))
 }
 
 /// The directory `reports: DIR (...)` names.
