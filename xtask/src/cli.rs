@@ -120,6 +120,13 @@ pub struct BranchArgs {
     /// With --base: refuse uncommitted changes instead of testing them.
     #[arg(long)]
     pub clean: bool,
+    /// With --base, stacked branches: the variant NAME is the commits
+    /// from --base up to REV, one of them (repeatable or comma-separated;
+    /// in the branch's order whatever the order given). The head is a
+    /// variant of its own, named after the branch, unless one names it;
+    /// the head's takes the uncommitted changes.
+    #[arg(long = "variant", value_delimiter = ',', value_name = "NAME=REV")]
+    pub variants: Vec<String>,
 }
 
 /// `--kernel-config` alone, for `bundle`, which takes no fragments; the
@@ -476,7 +483,7 @@ impl SourceArgs {
         let (git, patches) = match (&self.branch.base, &self.kernel_src) {
             (Some(base), Some(repo)) => {
                 let b = &self.branch;
-                let range = kernel::git::range(repo, base, &b.head, b.clean)?;
+                let range = kernel::git::range(repo, base, &b.head, b.clean, &b.variants)?;
                 let series = kernel::git::series(repo, &range, &cache_dir.join("git-series"))?;
                 (Some(range), series)
             }
@@ -485,6 +492,9 @@ impl SourceArgs {
             }
             (None, _) if self.branch.clean => {
                 anyhow::bail!("--clean goes with --base: it refuses a branch's uncommitted changes")
+            }
+            (None, _) if !self.branch.variants.is_empty() => {
+                anyhow::bail!("--variant goes with --base: it cuts a branch's series into variants; add --base REV")
             }
             (None, _) => (None, self.series.patches.clone()),
         };
@@ -791,6 +801,33 @@ mod tests {
             (vec!["patched".to_string()], ShareChoice::Auto)
         );
         assert!(Cli::try_parse_from(["x", "run", "--shell", "--", "ls"]).is_err());
+    }
+
+    #[test]
+    fn variants_are_listed_or_repeated_and_go_with_base() {
+        let source = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::BuildKernel(a) => a.source,
+            _ => panic!("not build-kernel"),
+        };
+        let listed = source(&[
+            "x",
+            "build-kernel",
+            "--cache-dir",
+            "/nonexistent",
+            "--variant",
+            "a=HEAD~1,b=HEAD",
+        ]);
+        let repeated = source(&[
+            "x",
+            "build-kernel",
+            "--variant=a=HEAD~1",
+            "--variant",
+            "b=HEAD",
+        ]);
+        assert_eq!(listed.branch.variants, ["a=HEAD~1", "b=HEAD"]);
+        assert_eq!(repeated.branch.variants, listed.branch.variants);
+        let err = listed.config().unwrap_err().to_string();
+        assert!(err.starts_with("--variant goes with --base"), "{err}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub const KEYS: &[&str] = &[
     "patches",
     "base",
     "head",
+    "variants",
     "jobs",
     "cache_cap",
     "kernels",
@@ -366,6 +367,11 @@ share = "9p"
             "x bundle --patches mine --kernel-config bpf-ci --out b"
         );
         assert_eq!(with("gdb = 4321", "x vmtest"), "x vmtest --gdb 4321");
+        let cuts = "variants = [\"one=HEAD~2\", \"two=HEAD~1\"]\n";
+        assert_eq!(
+            with(cuts, "x run -- true"),
+            "x run --variant one=HEAD~2,two=HEAD~1 -- true"
+        );
         assert_eq!(with("gdb = false", "x vmtest"), "x vmtest");
     }
 

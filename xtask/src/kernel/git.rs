@@ -2,9 +2,18 @@
 //! `--base REV` is base (its tracked files, read with `git archive`, so
 //! build products in the checkout do not matter), and the commits from
 //! there to `--head` (HEAD by default), from `git format-patch`, are the
-//! series: one variant named after the branch. Uncommitted changes to
-//! tracked files are its last patch, `uncommitted-changes.patch`, unless
-//! `--clean`, which refuses them. The checkout is only read.
+//! series. Uncommitted changes to tracked files are its last patch,
+//! `uncommitted-changes.patch`, unless `--clean`, which refuses them.
+//! The checkout is only read.
+//!
+//! Without `--variant` the series is one variant named after the branch.
+//! Each `--variant NAME=REV` cuts it (stacked branches): NAME is the
+//! kernel of the commits from the base up to REV, which must be one of
+//! them (not the base: its variant would have no patch; and not a merge,
+//! which format-patch gives none). Cuts go in the branch's order, not the
+//! order given. The head is a variant of its own, named after the
+//! branch, unless a cut names its commit; either way that variant, the
+//! head's, takes the uncommitted changes.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -23,6 +32,17 @@ pub struct GitRange {
     pub head_commit: String,
     /// Refuse uncommitted changes instead of testing them.
     pub clean: bool,
+    /// The `--variant` cuts, as given.
+    pub cuts: Vec<Cut>,
+}
+
+/// A `--variant NAME=REV`: the variant NAME ends with REV's commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub name: String,
+    /// REV as given, for messages, and its commit.
+    pub rev: String,
+    pub commit: String,
 }
 
 /// Runs git in `repo`; its stdout, or an error with its stderr.
@@ -44,21 +64,27 @@ fn git(repo: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The commit `rev` names in `repo`, for the flag `flag`.
-fn commit(repo: &Path, rev: &str, flag: &str) -> Result<String> {
+/// The commit `rev` names in `repo`, for the flag and value `given`.
+fn commit(repo: &Path, rev: &str, given: &str) -> Result<String> {
     let spec = format!("{rev}^{{commit}}");
     git(repo, &["rev-parse", "--verify", "--quiet", &spec])
         .map(|s| s.trim().to_string())
         .map_err(|_| {
             anyhow::anyhow!(
-                "{flag} {rev}: not a commit of {}; name a branch, tag or commit there",
+                "{given}: not a commit of {}; name a branch, tag or commit there",
                 repo.display()
             )
         })
 }
 
-/// `--base` and `--head` resolved in `repo`.
-pub fn range(repo: &Path, base: &str, head: &str, clean: bool) -> Result<GitRange> {
+/// `--base`, `--head` and `--variant`s resolved in `repo`.
+pub fn range(
+    repo: &Path,
+    base: &str,
+    head: &str,
+    clean: bool,
+    variants: &[String],
+) -> Result<GitRange> {
     git(repo, &["rev-parse", "--git-dir"]).with_context(|| {
         format!(
             "--base needs --kernel-src to be a git checkout; {} is not",
@@ -66,15 +92,50 @@ pub fn range(repo: &Path, base: &str, head: &str, clean: bool) -> Result<GitRang
         )
     })?;
     Ok(GitRange {
-        base: commit(repo, base, "--base")?,
+        base: commit(repo, base, &format!("--base {base}"))?,
         head: head.to_string(),
-        head_commit: commit(repo, head, "--head")?,
+        head_commit: commit(repo, head, &format!("--head {head}"))?,
         clean,
+        cuts: cuts(repo, variants)?,
     })
 }
 
+/// The `--variant NAME=REV`s resolved: usable names, each once, each at
+/// a commit of its own.
+fn cuts(repo: &Path, variants: &[String]) -> Result<Vec<Cut>> {
+    let mut cuts: Vec<Cut> = Vec::new();
+    for given in variants {
+        let Some((name, rev)) = given.split_once('=') else {
+            bail!("--variant {given}: not NAME=REV; e.g. --variant lazy-flag=HEAD~1");
+        };
+        if !super::series::usable_name(name) {
+            bail!(
+                "--variant {given}: {name} is not a usable variant name: use lower-case letters, \
+                 digits and '-', not base, all, both or a name ending in -debug"
+            );
+        }
+        if cuts.iter().any(|c| c.name == name) {
+            bail!(
+                "--variant {given}: the variant {name} is named twice; give each cut its own name"
+            );
+        }
+        let commit = commit(repo, rev, &format!("--variant {given}"))?;
+        if let Some(c) = cuts.iter().find(|c| c.commit == commit) {
+            bail!(
+                "--variant {given} and {}={}: the same commit, so one would add no patch; drop one",
+                c.name,
+                c.rev
+            );
+        }
+        let (name, rev) = (name.to_string(), rev.to_string());
+        cuts.push(Cut { name, rev, commit });
+    }
+    Ok(cuts)
+}
+
 /// The branch's name, as a variant's (lower-case letters, digits and
-/// `-`; `branch` when nothing of it is left or it is a reserved word).
+/// `-`; `branch` when nothing of it is left or it is a reserved word, or
+/// `head`, a detached HEAD's).
 fn variant_name(repo: &Path, head: &str) -> Result<String> {
     let name = git(repo, &["rev-parse", "--abbrev-ref", head])?;
     let last = name.trim().rsplit('/').next().unwrap_or("").to_lowercase();
@@ -83,12 +144,28 @@ fn variant_name(repo: &Path, head: &str) -> Result<String> {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let word = word.trim_matches('-').to_string();
-    let reserved = ["", "head", "base", "all", "both"].contains(&word.as_str());
-    Ok(if reserved || word.ends_with("-debug") {
+    Ok(if word == "head" || !super::series::usable_name(&word) {
         "branch".to_string()
     } else {
         word
     })
+}
+
+/// The head's own variant, named after the branch; none when a cut
+/// names the head's commit, which is then the head's variant.
+fn head_variant(repo: &Path, range: &GitRange) -> Result<Option<String>> {
+    if range.cuts.iter().any(|c| c.commit == range.head_commit) {
+        return Ok(None);
+    }
+    let name = variant_name(repo, &range.head)?;
+    if let Some(c) = range.cuts.iter().find(|c| c.name == name) {
+        bail!(
+            "--variant {name}={}: {name} is the head's variant (the branch's name); name this cut otherwise, or name the head's with --variant NAME={}",
+            c.rev,
+            range.head
+        );
+    }
+    Ok(Some(name))
 }
 
 /// The uncommitted changes to tracked files, when the head is the
@@ -98,6 +175,26 @@ fn uncommitted(repo: &Path, range: &GitRange) -> Result<String> {
         return Ok(String::new());
     }
     git(repo, &["diff", "--binary", "HEAD"])
+}
+
+/// The series directory's name: everything the series is made of, the
+/// cuts too, so that two layouts of one branch never share it.
+fn series_key(range: &GitRange, head: Option<&str>, dirty: &str) -> String {
+    let mut cuts: Vec<String> = range
+        .cuts
+        .iter()
+        .map(|c| format!("{}={}", c.name, c.commit))
+        .collect();
+    // The order given does not change the series.
+    cuts.sort();
+    let key = Sha256::digest(format!(
+        "{}..{}\0{}\0{}\0{dirty}",
+        range.base,
+        range.head_commit,
+        head.unwrap_or(""),
+        cuts.join(",")
+    ));
+    hex::encode(key)[..16].to_string()
 }
 
 /// The series of `range` in `repo`: its patches and a `series` file in a
@@ -110,29 +207,44 @@ pub fn series(repo: &Path, range: &GitRange, root: &Path) -> Result<PathBuf> {
             repo.display()
         );
     }
-    let variant = variant_name(repo, &range.head)?;
-    let key = Sha256::digest(format!(
-        "{}..{}\0{variant}\0{dirty}",
-        range.base, range.head_commit
-    ));
-    let dir = root.join(&hex::encode(key)[..16]);
+    let head = head_variant(repo, range)?;
+    let key = series_key(range, head.as_deref(), &dirty);
+    let dir = root.join(&key);
     if dir.join("series").is_file() {
         return Ok(dir);
     }
-    let tmp = root.join(format!("{}.making", &hex::encode(key)[..16]));
+    let tmp = root.join(format!("{key}.making"));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    if let Err(e) = write_series(repo, range, head.as_deref(), &dirty, &tmp) {
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    fs::rename(&tmp, &dir).with_context(|| format!("renaming {}", tmp.display()))?;
+    Ok(dir)
+}
+
+/// The patches of `range` and the uncommitted ones, `dirty`, into `dir`,
+/// with the `series` file that cuts them into variants.
+fn write_series(
+    repo: &Path,
+    range: &GitRange,
+    head: Option<&str>,
+    dirty: &str,
+    dir: &Path,
+) -> Result<()> {
     let span = format!("{}..{}", range.base, range.head_commit);
-    let out = tmp.to_string_lossy().into_owned();
+    let out = dir.to_string_lossy().into_owned();
     let made = git(repo, &["format-patch", "--no-signature", "-o", &out, &span])?;
     let mut names: Vec<String> = made
         .lines()
         .filter_map(|l| Path::new(l.trim()).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .collect();
+    let commits = patch_commits(dir, &names)?;
     if !dirty.is_empty() {
         let name = format!("{:04}-uncommitted-changes.patch", names.len() + 1);
-        fs::write(tmp.join(&name), &dirty).with_context(|| format!("writing {name}"))?;
+        fs::write(dir.join(&name), dirty).with_context(|| format!("writing {name}"))?;
         names.push(name);
     }
     if names.is_empty() {
@@ -142,10 +254,72 @@ pub fn series(repo: &Path, range: &GitRange, root: &Path) -> Result<PathBuf> {
             range.head
         );
     }
-    let text = format!("[{variant}]\n{}\n", names.join("\n"));
-    fs::write(tmp.join("series"), text).context("writing the series file")?;
-    fs::rename(&tmp, &dir).with_context(|| format!("renaming {}", tmp.display()))?;
-    Ok(dir)
+    let mut ends = cut_ends(range, &commits, names.len())?;
+    ends.extend(head.map(|h| (h.to_string(), names.len())));
+    let text = series_text(&names, &ends)?;
+    fs::write(dir.join("series"), text).context("writing the series file")
+}
+
+/// The commit each patch came from: format-patch's `From <commit>` line.
+fn patch_commits(dir: &Path, names: &[String]) -> Result<Vec<String>> {
+    names
+        .iter()
+        .map(|name| {
+            let body = fs::read(dir.join(name)).with_context(|| format!("reading {name}"))?;
+            let first = body.split(|b| *b == b'\n').next().unwrap_or_default();
+            let first = String::from_utf8_lossy(first);
+            let commit = first
+                .strip_prefix("From ")
+                .and_then(|l| l.split(' ').next());
+            commit
+                .map(str::to_string)
+                .with_context(|| format!("{name}: git format-patch wrote no From line"))
+        })
+        .collect()
+}
+
+/// Where each cut's variant ends, in patches (`total` with the
+/// uncommitted one, for a cut at the head), in the branch's order.
+fn cut_ends(range: &GitRange, commits: &[String], total: usize) -> Result<Vec<(String, usize)>> {
+    let mut ends = Vec::new();
+    for c in &range.cuts {
+        let given = format!("--variant {}={}", c.name, c.rev);
+        let end = match commits.iter().position(|x| *x == c.commit) {
+            _ if c.commit == range.base => bail!(
+                "{given}: that is --base itself, so its variant would have no patch; cut at a commit after it"
+            ),
+            _ if c.commit == range.head_commit => total,
+            Some(i) => i + 1,
+            None => bail!(
+                "{given}: not a commit from --base to --head {}; name one of git log --no-merges {}..{}",
+                range.head,
+                &range.base[..12],
+                range.head
+            ),
+        };
+        ends.push((c.name.clone(), end));
+    }
+    ends.sort_by_key(|(_, end)| *end);
+    Ok(ends)
+}
+
+/// The `series` file: each variant's `[name]` line before the patches it
+/// adds to the one before it.
+fn series_text(names: &[String], ends: &[(String, usize)]) -> Result<String> {
+    let mut text = String::new();
+    let mut from = 0;
+    for (name, end) in ends {
+        if *end <= from {
+            // Only a merge at the head, which has no patch, gets here.
+            bail!("the variant {name} adds no patch to the one before it (a merge has none): cut elsewhere");
+        }
+        text.push_str(&format!("[{name}]\n"));
+        for patch in &names[from..*end] {
+            text.push_str(&format!("{patch}\n"));
+        }
+        from = *end;
+    }
+    Ok(text)
 }
 
 /// The tree at `commit` of `repo`, its tracked files only, unpacked into
@@ -231,7 +405,7 @@ mod tests {
     fn a_branch_is_its_commits_as_one_variant_and_its_uncommitted_changes_last() {
         let r = repo();
         let out = crate::util::tempdir();
-        let range = range(&r, "main", "HEAD", false).unwrap();
+        let range = range(&r, "main", "HEAD", false, &[]).unwrap();
         let dir = series(&r, &range, &out).unwrap();
         let text = fs::read_to_string(dir.join("series")).unwrap();
         assert_eq!(text, "[my-fix]\n0001-bpf-one.patch\n0002-bpf-two.patch\n");
@@ -258,7 +432,7 @@ mod tests {
     fn the_base_is_the_commit_s_tracked_files_and_bad_revisions_are_named() {
         let r = repo();
         fs::write(r.join("built.o"), "junk").unwrap();
-        let range = range(&r, "main", "HEAD", false).unwrap();
+        let range = range(&r, "main", "HEAD", false, &[]).unwrap();
         let dir = crate::util::tempdir();
         let tree = archive_once(&r, &range.base, &dir).unwrap();
         assert_eq!(
@@ -267,12 +441,167 @@ mod tests {
         );
         assert!(!tree.join("kernel/bpf/b.c").exists(), "the branch's file");
         assert!(!tree.join("built.o").exists(), "an untracked file");
-        let err = super::range(&r, "nope", "HEAD", false)
+        let err = super::range(&r, "nope", "HEAD", false, &[])
             .unwrap_err()
             .to_string();
         assert!(err.contains("--base nope: not a commit"), "{err}");
         let plain = crate::util::tempdir();
-        let err = super::range(&plain, "main", "HEAD", false).unwrap_err();
+        let err = super::range(&plain, "main", "HEAD", false, &[]).unwrap_err();
         assert!(format!("{err:#}").contains("not"), "{err:#}");
+    }
+
+    /// `repo()` with a third commit, `bpf: three`, on the branch.
+    fn stacked() -> PathBuf {
+        let r = repo();
+        fs::write(r.join("kernel/bpf/c.c"), "int c;\n").unwrap();
+        run(&r, &["add", "-A"]);
+        run(&r, &["commit", "-q", "-m", "bpf: three"]);
+        r
+    }
+
+    /// The series `variants` cut `r`'s branch from main into, made under
+    /// `out`: its directory and `series` file, or the error on one line.
+    fn layout(r: &Path, out: &Path, variants: &[&str]) -> Result<(PathBuf, String), String> {
+        let variants: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
+        let made = range(r, "main", "HEAD", false, &variants).and_then(|g| series(r, &g, out));
+        let dir = made.map_err(|e| format!("{e:#}"))?;
+        let text = fs::read_to_string(dir.join("series")).unwrap();
+        Ok((dir, text))
+    }
+
+    fn remove(dirs: &[&Path]) {
+        for d in dirs {
+            fs::remove_dir_all(d).unwrap();
+        }
+    }
+
+    const ONE_TWO_HEAD: &str =
+        "[one]\n0001-bpf-one.patch\n[two]\n0002-bpf-two.patch\n[my-fix]\n0003-bpf-three.patch\n";
+
+    #[test]
+    fn cuts_are_variants_and_the_head_is_one_of_its_own() {
+        let (r, out) = (stacked(), crate::util::tempdir());
+        let (dir, text) = layout(&r, &out, &["one=HEAD~2", "two=HEAD~1"]).unwrap();
+        assert_eq!(text, ONE_TWO_HEAD);
+        let two = fs::read_to_string(dir.join("0002-bpf-two.patch")).unwrap();
+        assert!(
+            two.contains("Subject: [PATCH 2/3] bpf: two") && two.contains("+++ b/kernel/bpf/b.c"),
+            "{two}"
+        );
+        let s = crate::kernel::series::Series::load(&dir).unwrap();
+        let got: Vec<_> = s.variants.iter().map(|v| (&*v.name, v.patches)).collect();
+        assert_eq!(got, [("one", 1), ("two", 2), ("my-fix", 3)]);
+        remove(&[&r, &out]);
+    }
+
+    #[test]
+    fn cuts_go_in_the_branch_s_order_whatever_the_order_given() {
+        let (r, out, other) = (stacked(), crate::util::tempdir(), crate::util::tempdir());
+        let (backwards, text) = layout(&r, &out, &["two=HEAD~1", "one=HEAD~2"]).unwrap();
+        assert_eq!(text, ONE_TWO_HEAD);
+        let (forwards, _) = layout(&r, &other, &["one=HEAD~2", "two=HEAD~1"]).unwrap();
+        assert_eq!(backwards.file_name(), forwards.file_name(), "one layout");
+        remove(&[&r, &out, &other]);
+    }
+
+    #[test]
+    fn a_cut_at_the_head_is_the_head_s_variant_and_takes_the_uncommitted_changes() {
+        let (r, out) = (stacked(), crate::util::tempdir());
+        let committed =
+            "[one]\n0001-bpf-one.patch\n[top]\n0002-bpf-two.patch\n0003-bpf-three.patch\n";
+        let (_, text) = layout(&r, &out, &["top=HEAD", "one=HEAD~2"]).unwrap();
+        assert_eq!(text, committed);
+        fs::write(r.join("kernel/bpf/a.c"), "int a = 2;\n").unwrap();
+        let (dir, text) = layout(&r, &out, &["top=dev/My_Fix", "one=HEAD~2"]).unwrap();
+        assert_eq!(text, format!("{committed}0004-uncommitted-changes.patch\n"));
+        let dirty = fs::read_to_string(dir.join("0004-uncommitted-changes.patch")).unwrap();
+        assert!(dirty.contains("+int a = 2;"), "{dirty}");
+        remove(&[&r, &out]);
+    }
+
+    #[test]
+    fn uncommitted_changes_land_in_the_head_s_own_variant() {
+        let (r, out) = (stacked(), crate::util::tempdir());
+        fs::write(r.join("kernel/bpf/a.c"), "int a = 2;\n").unwrap();
+        let (_, text) = layout(&r, &out, &["one=HEAD~2"]).unwrap();
+        assert_eq!(
+            text,
+            "[one]\n0001-bpf-one.patch\n[my-fix]\n0002-bpf-two.patch\n0003-bpf-three.patch\n\
+             0004-uncommitted-changes.patch\n"
+        );
+        remove(&[&r, &out]);
+    }
+
+    #[test]
+    fn two_layouts_of_one_branch_never_share_a_directory() {
+        let (r, out) = (stacked(), crate::util::tempdir());
+        let layouts: [&[&str]; 5] = [
+            &[],
+            &["one=HEAD~2"],
+            &["one=HEAD~1"],
+            &["uno=HEAD~2"],
+            &["one=HEAD~2", "top=HEAD"],
+        ];
+        let dirs: std::collections::BTreeSet<PathBuf> = layouts
+            .iter()
+            .map(|l| layout(&r, &out, l).unwrap().0)
+            .collect();
+        assert_eq!(dirs.len(), layouts.len(), "{dirs:?}");
+        remove(&[&r, &out]);
+    }
+
+    /// Every refusal of a `--variant`, with what its message says.
+    const BAD_CUTS: &[(&[&str], &str)] = &[
+        (&["one=nope"], "--variant one=nope: not a commit of"),
+        (&["one"], "--variant one: not NAME=REV"),
+        (&["One=HEAD~1"], "One is not a usable variant name"),
+        (&["base=HEAD~1"], "base is not a usable variant name"),
+        (&["both=HEAD~1"], "both is not a usable variant name"),
+        (&["x-debug=HEAD~1"], "x-debug is not a usable variant name"),
+        (
+            &["a=HEAD~1", "a=HEAD~2"],
+            "--variant a=HEAD~2: the variant a is named twice",
+        ),
+        (
+            &["a=HEAD~1", "b=HEAD~1"],
+            "--variant b=HEAD~1 and a=HEAD~1: the same commit",
+        ),
+        (&["a=main"], "--variant a=main: that is --base itself"),
+        (
+            &["a=side"],
+            "--variant a=side: not a commit from --base to --head HEAD;",
+        ),
+        (
+            &["my-fix=HEAD~1"],
+            "--variant my-fix=HEAD~1: my-fix is the head's variant",
+        ),
+    ];
+
+    #[test]
+    fn bad_cuts_are_refused_on_one_line_and_leave_nothing() {
+        let (r, out) = (stacked(), crate::util::tempdir());
+        // A commit off the branch: `side`, from main.
+        run(&r, &["checkout", "-q", "-b", "side", "main"]);
+        fs::write(r.join("kernel/bpf/s.c"), "int s;\n").unwrap();
+        run(&r, &["add", "-A"]);
+        run(&r, &["commit", "-q", "-m", "side"]);
+        run(&r, &["checkout", "-q", "dev/My_Fix"]);
+        for (variants, says) in BAD_CUTS {
+            let err = layout(&r, &out, variants).unwrap_err();
+            assert!(
+                err.contains(says) && !err.contains('\n'),
+                "{variants:?}: {err}"
+            );
+        }
+        // Past --head is not between either.
+        let g = range(&r, "main", "HEAD~1", false, &["a=HEAD".into()]).unwrap();
+        let err = format!("{:#}", series(&r, &g, &out).unwrap_err());
+        assert!(
+            err.contains("a=HEAD: not a commit from --base to --head HEAD~1"),
+            "{err}"
+        );
+        let left: Vec<_> = fs::read_dir(&out).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+        remove(&[&r, &out]);
     }
 }

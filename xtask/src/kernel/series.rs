@@ -173,15 +173,22 @@ fn load_patch(dir: &Path, name: &str, series: &Path) -> Result<Patch> {
     })
 }
 
-/// The variant `name` ends after `count` patches; it must add at least one
-/// patch, have a name of its own, and be usable as a directory and a
-/// kernel command-line word.
-fn close_variant(name: &str, count: usize, before: &[Variant], series: &Path) -> Result<Variant> {
+/// Whether `name` can name a variant: lower-case letters, digits and
+/// `-` (a directory and a kernel command-line word), and not a word
+/// `--kernel` means otherwise (base, all, both, a debug build's suffix).
+pub fn usable_name(name: &str) -> bool {
     let valid = !name.is_empty()
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !valid || name == "base" || name.ends_with("-debug") || name == "all" || name == "both" {
+    valid && !["base", "all", "both"].contains(&name) && !name.ends_with("-debug")
+}
+
+/// The variant `name` ends after `count` patches; it must add at least one
+/// patch, have a name of its own, and be usable as a directory and a
+/// kernel command-line word.
+fn close_variant(name: &str, count: usize, before: &[Variant], series: &Path) -> Result<Variant> {
+    if !usable_name(name) {
         bail!(
             "{}: [{name}] is not a usable variant name: use lower-case letters, digits and '-', \
              not base, all, both or a name ending in -debug",
