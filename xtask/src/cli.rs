@@ -286,7 +286,8 @@ pub struct VmArgs {
     // kernel, patched by default).
     /// Kernels to run, comma-separated: base, a variant of the series
     /// (patched, prefault, ...), all (base and every variant), both (base
-    /// and patched), or the path of a bzImage of your own.
+    /// and patched), or the path of a bzImage of your own. bench and fuzz
+    /// take this series' kernels only: base, its variants, all or both.
     #[arg(
         long = "kernel",
         alias = "kernels",
@@ -298,10 +299,12 @@ pub struct VmArgs {
     pub build: KernelBuildArgs,
     #[command(flatten)]
     pub accel: AccelArg,
-    /// Which side of the plan's P/U cases a bzImage given by path is
-    /// expected to be on.
-    #[arg(long, default_value = "patched", value_parser = guest_common::protocol::PLAN_KERNELS)]
-    pub claim: String,
+    /// Which side of the plan's P/U cases a kernel the plan does not know
+    /// is expected to be on: a bzImage given by path (default patched),
+    /// or a variant of another series, such as a branch's (vmtest needs
+    /// it then). Base and this series' variants are held to their own.
+    #[arg(long, value_name = "KERNEL", value_parser = guest_common::protocol::PLAN_KERNELS)]
+    pub claim: Option<String>,
     #[command(flatten)]
     pub timeout: TimeoutArg,
     /// Take the kernels (and test_progs) from this bundle, made by `cargo
@@ -836,7 +839,9 @@ mod tests {
         let Command::Vmtest(args) = cli.command else {
             panic!("not vmtest");
         };
-        assert_eq!(args.vm.claim, "base");
+        assert_eq!(args.vm.claim.as_deref(), Some("base"));
+        let cli = Cli::try_parse_from(["xtask", "vmtest"]).unwrap();
+        assert!(matches!(cli.command, Command::Vmtest(a) if a.vm.claim.is_none()));
         assert!(Cli::try_parse_from(["xtask", "vmtest", "--claim", "other"]).is_err());
         let cli =
             Cli::try_parse_from(["xtask", "build-kernel", "--kernel", "base,prefault"]).unwrap();

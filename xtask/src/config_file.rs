@@ -388,7 +388,7 @@ share = "9p"
         ),
         (
             "claim",
-            "it goes with a bzImage given by path, one run's question",
+            "it goes with one run's kernel the plan does not know (a bzImage, a branch's variant)",
         ),
         (
             "bundle",

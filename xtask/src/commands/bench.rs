@@ -11,7 +11,14 @@ use crate::bench::outcome::BenchOutcome;
 use crate::bench::run::Bench;
 use crate::cli::BenchArgs;
 use crate::hostdeps;
+use crate::kernel::own_series::{self, Suite};
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
+
+/// The bench's rows and targets are this series' kernels'.
+const BENCH: Suite = Suite {
+    tests: "bench measures this series' array-map mmap",
+    instead: "use `cargo xtask run --kernel ... --expect` or `kselftest` for your own patch",
+};
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let repeat = args.repeat.unwrap_or(if args.quick { 1 } else { 3 });
@@ -19,6 +26,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--repeat 0: at least one boot per kernel is needed");
     }
     let source = args.source.config()?;
+    own_series::check(&BENCH, &source, &args.vm.kernels)?;
     let options = BenchOptions {
         quick: args.quick,
         repeat,

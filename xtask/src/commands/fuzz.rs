@@ -16,10 +16,18 @@ use crate::fuzz::campaign::{self, FuzzOptions, Fuzzed, Verdict};
 use crate::fuzz::records::KernelFuzz;
 use crate::fuzz::{self, Plan};
 use crate::hostdeps;
+use crate::kernel::own_series::{self, Suite};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
+
+/// The guest's models are of this series' variants.
+const FUZZ: Suite = Suite {
+    tests: "fuzz holds each kernel to its model of this series' array-map mmap",
+    instead: "use `cargo xtask run --kernel ... --expect` or `kselftest` for your own patch",
+};
 
 pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
+    own_series::check(&FUZZ, &source, &args.vm.kernels)?;
     hostdeps::ensure_fuzzer(&source)?;
     let replay = args.replay.as_deref().map(read_replay).transpose()?;
     let plan = Plan {

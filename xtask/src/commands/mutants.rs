@@ -9,14 +9,24 @@ use anyhow::Result;
 
 use crate::cli::MutantsArgs;
 use crate::hostdeps;
+use crate::kernel::own_series::{self, Suite};
 use crate::mutants::campaign::{self, Judged};
 use crate::mutants::select::{self, Choice};
 use crate::mutants::Mutant;
 use crate::mutants::{JudgeOptions, MutantJudge};
 use crate::project::EXIT_TESTS_FAILED;
 
+/// A mutant is held to the plan's side of its patch's variant, which
+/// only this series' variants have.
+const MUTANTS: Suite = Suite {
+    tests: "mutants holds this series' array-map mmap patches to the plan",
+    instead:
+        "use `cargo xtask vmtest --kernel NAME --claim KERNEL` or `kselftest` for your own patch",
+};
+
 pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
+    own_series::check(&MUTANTS, &source, &[])?;
     let choice = Choice {
         patch: args.patch.as_deref(),
         filter: &args.filter,

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use crate::cli::RunArgs;
 use crate::differential;
 use crate::hostdeps;
-use crate::kernel::{self, Flavor};
+use crate::kernel;
 use crate::project::EXIT_TESTS_FAILED;
 use crate::vm::command::{self, CommandOptions};
 use crate::vm::targets::BootConfig;
@@ -40,7 +40,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         extra_config: args.build.config.clone(),
         debug: args.build.debug.debug,
         accel: args.accel.accel,
-        claim: Flavor::patched().name().to_string(),
+        claim: None,
         timeout: args.timeout.timeout,
         bundle: None,
         machine: args.machine.machine(),

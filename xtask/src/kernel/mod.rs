@@ -1,7 +1,8 @@
 //! From a kernel source to built kernels: the source and its pristine
 //! tree (a tarball, a tree, or a git branch's base: `git`), the hard-link
 //! mirrors, the series applied, the configuration, the build, and the
-//! manifest that records what was built.
+//! manifest that records what was built; and which series the suites of
+//! this one's own take (`own_series`).
 
 pub mod apply;
 pub mod bundle;
@@ -13,6 +14,7 @@ pub mod kbuild;
 pub mod kconfig;
 pub mod manifest;
 pub mod mirror;
+pub mod own_series;
 pub mod progress;
 pub mod seed;
 pub mod series;

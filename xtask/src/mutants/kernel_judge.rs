@@ -82,7 +82,7 @@ fn boot_of(options: &JudgeOptions, bzimage: &Path, claim: &str) -> BootConfig {
         extra_config: Vec::new(),
         debug: options.debug,
         accel: options.accel,
-        claim: claim.to_string(),
+        claim: Some(claim.to_string()),
         timeout: None,
         bundle: None,
         machine: Default::default(),

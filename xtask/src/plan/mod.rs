@@ -2,9 +2,11 @@
 //! each kernel held to its side of the plan, with the console check and
 //! the allowed skips; per-kernel KTAP as it goes, and typed results for
 //! the caller (`vmtest` prints them, `mutants` judges a mutant by them).
-//! `selection` chooses the tests, `inject` places a harness self-test's
-//! failure, `results` turns a guest's report into a kernel's results.
+//! `selection` chooses the tests, `claims` the side of the plan each
+//! kernel is held to, `inject` places a harness self-test's failure,
+//! `results` turns a guest's report into a kernel's results.
 
+mod claims;
 mod inject;
 mod results;
 mod selection;
@@ -21,7 +23,7 @@ use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestCommand;
 use crate::vm::session::{self, Prepared, Session, SessionOptions, DEBUG_SLOWDOWN};
 use crate::vm::share::Sharing;
-use crate::vm::targets::{self, BootConfig, Target};
+use crate::vm::targets::{BootConfig, Target};
 
 use inject::GuestInject;
 
@@ -78,7 +80,7 @@ impl<'a> Plan<'a> {
         options: &'a PlanOptions,
     ) -> Result<Plan<'a>> {
         selection::check_filters(&options.filters)?;
-        targets::check_plan_kernels(source, boot)?;
+        claims::check(source, boot)?;
         Ok(Plan {
             source,
             boot,
@@ -100,7 +102,7 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
     let (source, boot, options) = (plan.source, plan.boot, plan.options);
     let (inject, allowed_skips) = (&plan.inject, &plan.allowed_skips);
     let Prepared {
-        targets,
+        mut targets,
         mut session,
     } = session::prepare(
         source,
@@ -112,6 +114,7 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
             ..SessionOptions::default()
         },
     )?;
+    claims::hold(&mut targets, boot.claim.as_deref())?;
     let planned = selection::planned_tests(&options.filters)?;
     inject.check_against(&planned)?;
     let mut runs = Vec::new();
