@@ -3,7 +3,8 @@
 //! base against patched (`compare.rs`). A test that fails only on a
 //! patched kernel is a regression; one that fails on base too is listed,
 //! not held against the series. `campaign` runs the suite on a run's
-//! kernels (`selection` chooses the tests), `verdict` concludes.
+//! kernels (`selection` chooses the tests), `verdict` concludes; `llvm`
+//! chooses the compiler that builds it.
 
 pub mod build;
 pub mod campaign;
