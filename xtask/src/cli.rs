@@ -4,13 +4,14 @@
 //! a group (a `clap::Args` struct) that each of them flattens, and where
 //! two flags share a name but not a meaning, a comment says why.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
 use anyhow::Result;
 
 use crate::kernel::{self, KernelConfig, SourceConfig};
+use crate::kselftest::llvm::{self, Llvm};
 use crate::project;
 use crate::vm::qemu::{AccelChoice, Network};
 use crate::vm::share::ShareChoice;
@@ -202,6 +203,26 @@ pub struct VmsArg {
     /// cores `--vms 2` uses both.
     #[arg(long, value_name = "N", default_value = "1")]
     pub vms: std::num::NonZeroUsize,
+}
+
+/// `--llvm`, for the commands that build test_progs (kselftest, bundle);
+/// ci's steps take the default.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LlvmArg {
+    /// The LLVM that builds test_progs, by major version: Debian's
+    /// /usr/lib/llvm-N, 18 or later (-mcpu=v4, for test_progs-cpuv4),
+    /// installed when missing (as root). Default: the newest of those
+    /// installed, else 19.
+    #[arg(long, value_name = "N", value_parser = llvm::parse_version)]
+    pub llvm: Option<u32>,
+}
+
+impl LlvmArg {
+    /// The LLVM chosen, from what this machine has installed.
+    pub fn choose(&self) -> Result<Llvm> {
+        let installed = llvm::installed(Path::new(llvm::LIB));
+        llvm::choose(self.llvm, &installed, crate::hostdeps::can_apt_install())
+    }
 }
 
 /// `--cache-cap`, for ci and cache.
@@ -576,6 +597,8 @@ pub struct KselftestArgs {
     pub parallel: Option<usize>,
     #[command(flatten)]
     pub vms: VmsArg,
+    #[command(flatten)]
+    pub llvm: LlvmArg,
     /// Build test_progs and the test modules, boot nothing.
     #[arg(long)]
     pub build_only: bool,
@@ -680,6 +703,8 @@ pub struct BundleArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub configuration: KernelConfigArg,
+    #[command(flatten)]
+    pub llvm: LlvmArg,
     /// Where to write it (made afresh).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,

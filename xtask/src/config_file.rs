@@ -51,6 +51,7 @@ pub const KEYS: &[&str] = &[
     "network",
     "gdb",
     "vms",
+    "llvm",
 ];
 
 /// The keys that are set, each with its flag's words, in `KEYS`' order.
@@ -373,6 +374,22 @@ share = "9p"
             "x run --variant one=HEAD~2,two=HEAD~1 -- true"
         );
         assert_eq!(with("gdb = false", "x vmtest"), "x vmtest");
+    }
+
+    #[test]
+    fn the_llvm_goes_to_what_builds_test_progs_and_too_old_a_one_is_refused() {
+        let llvm = "llvm = 20\n";
+        assert_eq!(with(llvm, "x kselftest"), "x kselftest --llvm 20");
+        assert_eq!(with(llvm, "x bundle --out b"), "x bundle --llvm 20 --out b");
+        assert_eq!(with(llvm, "x vmtest"), "x vmtest");
+        assert_eq!(with(llvm, "x ci"), "x ci");
+        let e = ConfigFile::parse("llvm = 17", Path::new("bpflab.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("llvm: invalid value '17' for '--llvm <N>': LLVM 17 is too old"),
+            "{e}"
+        );
     }
 
     /// The flags several subcommands share that are no key, and why.

@@ -87,10 +87,9 @@ pub const WORKFLOW_LINT: &[Dep] = &[tool("node", "nodejs"), tool("npm", "npm")];
 /// gdb the devflags test attaches to a guest.
 pub const SHARE_TESTS: &[Dep] = &[tool("bpftool", "bpftool"), tool("gdb", "gdb")];
 
-/// What building the BPF selftests (test_progs) needs besides a kernel
-/// build: Debian's clang-19, LLVM 19 and lld 19, and zlib for test_progs
-/// itself.
-pub const KSELFTEST: &[Dep] = &[
+/// Debian's LLVM 19, the selftests' default (`kselftest::llvm::DEFAULT`),
+/// declared for the fresh-root record; `llvm` gives any version.
+const LLVM_19: &[Dep] = &[
     file("clang 19", &["/usr/lib/llvm-19/bin/clang"], "clang-19"),
     // The Makefile links urandom_read and its library with -fuse-ld=lld,
     // which clang looks up beside itself.
@@ -103,6 +102,11 @@ pub const KSELFTEST: &[Dep] = &[
         ],
         "llvm-19",
     ),
+];
+
+/// What building the BPF selftests (test_progs) needs besides a kernel
+/// build and an LLVM: zlib for test_progs itself, and the rest.
+const KSELFTEST_TOOLS: &[Dep] = &[
     file("zlib headers", &["/usr/include/zlib.h"], "zlib1g-dev"),
     // uprobe_multi, a helper test_progs runs, links it.
     file("zstd library", &["/usr/include/zstd.h"], "libzstd-dev"),
@@ -111,6 +115,46 @@ pub const KSELFTEST: &[Dep] = &[
     // The Makefile copies test_progs's helper files with it.
     tool("rsync", "rsync"),
 ];
+
+/// Debian's LLVM `version` as `LLVM_19` has 19: clang, lld, llc and
+/// llvm-strip in /usr/lib/llvm-N/bin, from clang-N, lld-N and llvm-N.
+pub fn llvm(version: u32) -> Vec<Dep> {
+    if version == 19 {
+        return LLVM_19.to_vec();
+    }
+    // Leaked: a command checks one LLVM, once, and a Dep's strings are
+    // 'static for the lists above.
+    let s = |text: String| -> &'static str { Box::leak(text.into_boxed_str()) };
+    let bin = |name: &str| s(format!("/usr/lib/llvm-{version}/bin/{name}"));
+    let paths = |names: &[&str]| -> &'static [&'static str] {
+        Box::leak(names.iter().map(|n| bin(n)).collect())
+    };
+    vec![
+        file(
+            s(format!("clang {version}")),
+            paths(&["clang"]),
+            s(format!("clang-{version}")),
+        ),
+        file(
+            s(format!("lld {version}")),
+            paths(&["ld.lld"]),
+            s(format!("lld-{version}")),
+        ),
+        file(
+            s(format!("LLVM {version} tools")),
+            paths(&["llc", "llvm-strip"]),
+            s(format!("llvm-{version}")),
+        ),
+    ]
+}
+
+/// What building the BPF selftests with LLVM `llvm_version` needs
+/// besides a kernel build.
+pub fn kselftest(llvm_version: u32) -> Vec<Dep> {
+    let mut deps = llvm(llvm_version);
+    deps.extend_from_slice(KSELFTEST_TOOLS);
+    deps
+}
 
 /// What the fuzzer's skeleton client is built with (libbpf and bpftool
 /// from the tree, a BPF object by clang-19, a static link).
@@ -168,7 +212,8 @@ const DECLARED: &[&[Dep]] = &[
     PATCH_CHECKS,
     WORKFLOW_LINT,
     SHARE_TESTS,
-    KSELFTEST,
+    LLVM_19,
+    KSELFTEST_TOOLS,
     KSELFTEST_RUN,
     BOOT,
     VIRTIOFSD_BUILD,
@@ -370,7 +415,9 @@ pub fn may_install() -> bool {
     std::env::var_os(NO_INSTALL_ENV).is_none_or(|v| v != "1")
 }
 
-fn can_apt_install() -> bool {
+/// Whether `ensure` installs what is missing: as root, with apt-get,
+/// installing not turned off.
+pub fn can_apt_install() -> bool {
     if !may_install() {
         return false;
     }
@@ -404,5 +451,24 @@ mod tests {
             tool("flex", "flex"),
         ];
         assert_eq!(install_hint(&deps), "apt-get install bison flex");
+    }
+
+    #[test]
+    fn any_llvm_is_checked_and_installed_as_19_is() {
+        // Each requirement as text, its version written N.
+        let shape = |deps: &[Dep], version: u32| -> Vec<String> {
+            deps.iter()
+                .map(|d| format!("{} {:?} {}", d.what, d.paths, d.package))
+                .map(|t| t.replace(&version.to_string(), "N"))
+                .collect()
+        };
+        assert_eq!(shape(&llvm(18), 18), shape(LLVM_19, 19));
+        let default = crate::kselftest::llvm::DEFAULT.0;
+        assert_eq!(shape(&llvm(default), 19), shape(LLVM_19, 19));
+        assert_eq!(
+            install_hint(&llvm(18)),
+            "apt-get install clang-18 lld-18 llvm-18"
+        );
+        assert!(kselftest(18).iter().any(|d| d.package == "rsync"));
     }
 }

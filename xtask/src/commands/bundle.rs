@@ -18,8 +18,9 @@ use crate::{hostdeps, project};
 
 pub fn run(args: BundleArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
+    let llvm = args.llvm.choose()?;
     let mut deps = hostdeps::kernel_build(&source);
-    deps.extend_from_slice(hostdeps::KSELFTEST);
+    deps.extend(hostdeps::kselftest(llvm.0));
     hostdeps::ensure(&deps).context("checking the host tools for the bundle")?;
     let out = &args.out;
     if out.exists() {
@@ -48,7 +49,7 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
             });
         }
     }
-    let config = (args.configuration.kernel_config, None);
+    let config = (args.configuration.kernel_config, None, llvm);
     // Links into the cache, made in the bundle's directory, copied into
     // it dereferenced and then removed.
     let links = out.join("links");

@@ -18,6 +18,7 @@ use crate::ci::Options;
 use crate::cli::CiArgs;
 use crate::config_file::CONFIG_ENV;
 use crate::kernel::usage;
+use crate::kselftest::llvm;
 use crate::{hostdeps, project};
 
 pub fn run(args: CiArgs) -> Result<ExitCode> {
@@ -77,12 +78,7 @@ fn options(args: &CiArgs) -> Options {
 /// steps run with.
 fn ensure_tools(selected: &[Step], cache: &Path) -> Result<Vec<(String, String)>> {
     let needs = tools::needs(selected);
-    let deps: Vec<hostdeps::Dep> = needs
-        .tools
-        .iter()
-        .flat_map(|t| deps_of(*t))
-        .copied()
-        .collect();
+    let deps: Vec<hostdeps::Dep> = needs.tools.iter().flat_map(|t| deps_of(*t)).collect();
     hostdeps::ensure(&deps).context("checking the host tools")?;
     if needs.virtiofsd {
         hostdeps::ensure_virtiofsd().context("installing virtiofsd for the share tests")?;
@@ -100,15 +96,20 @@ fn ensure_tools(selected: &[Step], cache: &Path) -> Result<Vec<(String, String)>
 }
 
 /// The list `hostdeps` installs for a group of tools.
-fn deps_of(tools: HostTools) -> &'static [hostdeps::Dep] {
-    match tools {
+fn deps_of(tools: HostTools) -> Vec<hostdeps::Dep> {
+    let list = match tools {
         HostTools::Build => hostdeps::BUILD,
         HostTools::Boot => hostdeps::BOOT,
         HostTools::DefaultSource => hostdeps::DEFAULT_SOURCE,
         HostTools::ShareTests => hostdeps::SHARE_TESTS,
         HostTools::PatchChecks => hostdeps::PATCH_CHECKS,
         HostTools::WorkflowLint => hostdeps::WORKFLOW_LINT,
-        HostTools::Kselftest => hostdeps::KSELFTEST,
+        // The LLVM the steps will take: they are given no --llvm.
+        HostTools::Kselftest => {
+            let installed = llvm::installed(Path::new(llvm::LIB));
+            return hostdeps::kselftest(llvm::default_for(&installed).0);
+        }
         HostTools::KselftestRun => hostdeps::KSELFTEST_RUN,
-    }
+    };
+    list.to_vec()
 }

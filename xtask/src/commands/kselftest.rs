@@ -15,9 +15,10 @@ use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 
 pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
+    let llvm = args.llvm.choose()?;
     // One check, so one error names everything missing.
     let mut deps = hostdeps::kernel_build(&source);
-    deps.extend_from_slice(hostdeps::KSELFTEST);
+    deps.extend(hostdeps::kselftest(llvm.0));
     if !args.build_only {
         deps.extend_from_slice(hostdeps::BOOT);
         deps.extend_from_slice(hostdeps::KSELFTEST_RUN);
@@ -38,6 +39,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         build_only: args.build_only,
         share: args.share.share,
         stall: args.stall,
+        llvm,
     };
     let Some(ran) = campaign::run(&source, &args.vm.boot(), &options)? else {
         return Ok(ExitCode::SUCCESS);

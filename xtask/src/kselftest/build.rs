@@ -1,6 +1,6 @@
 //! Building the BPF tree's own selftests: `test_progs` from
-//! `tools/testing/selftests/bpf` of a kernel tree, with clang-19 and the
-//! BTF of one of our kernels; and the test modules (`bpf_testmod.ko`, ...)
+//! `tools/testing/selftests/bpf` of a kernel tree, with one LLVM
+//! (`llvm.rs`) and the BTF of one of our kernels; and the test modules (`bpf_testmod.ko`, ...)
 //! once per kernel, because a module's BTF is split against its own
 //! kernel's.
 //!
@@ -12,6 +12,7 @@
 //! kernel's BTF can be left out of it (`leftout.rs`) without touching the
 //! tree the kernel is built from.
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,14 +21,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use super::leftout::{self, LeftOut};
+use super::llvm::Llvm;
 use super::runner::Runner;
 use crate::kernel::mirror;
 use crate::leftovers::{self, Marker};
 use crate::util::{gone_is_none, last_lines, read_stamp, spawn_tied, write_atomic};
-
-/// Where Debian's clang-19 keeps the unversioned names the selftests'
-/// Makefile calls (clang, llc, llvm-strip, ...).
-pub const LLVM_BIN: &str = "/usr/lib/llvm-19/bin";
 
 /// The test modules test_progs loads, each a directory of the selftests.
 pub const TEST_MODULES: &[&str] = &[
@@ -90,6 +88,23 @@ pub fn test_progs_args(
     args
 }
 
+/// How the selftests' makes run: their jobs, and the LLVM first on PATH.
+#[derive(Debug, Clone, Copy)]
+pub struct MakeOptions {
+    pub jobs: usize,
+    pub llvm: Llvm,
+}
+
+/// make's PATH, as data: the LLVM's bin first, where the Makefile finds
+/// clang, llc and llvm-strip by their plain names (and clang its ld.lld),
+/// then the `inherited` one.
+pub fn make_path(llvm: Llvm, inherited: Option<OsString>) -> OsString {
+    let mut path = llvm.bin().into_os_string();
+    path.push(":");
+    path.push(inherited.unwrap_or_else(|| "/usr/bin:/bin".into()));
+    path
+}
+
 /// make's command line for one test module against one kernel.
 pub fn module_args(kernel: &KernelTree, module_dir: &Path, jobs: usize) -> Vec<String> {
     vec![
@@ -118,7 +133,7 @@ pub fn test_progs(
     work: &Path,
     source: &Path,
     (btf, runners): (&KernelTree, &[Runner]),
-    jobs: usize,
+    make_options: MakeOptions,
 ) -> Result<TestProgs> {
     if !source.join(SELFTESTS_DIR).join("Makefile").is_file() {
         bail!(
@@ -141,18 +156,20 @@ pub fn test_progs(
         Some(l) if l.stamp == stamp(&btf_id, &original, &l)? => l,
         _ => LeftOut::default(),
     };
-    let args = test_progs_args(&selftests, btf, runners, jobs);
+    let args = test_progs_args(&selftests, btf, runners, make_options.jobs);
     let log = work.join("build.log");
+    let llvm = make_options.llvm;
     crate::status!(
         "kselftest",
-        "make {} (log: {})",
+        "make {} with {} first on PATH (log: {})",
         args.join(" "),
+        llvm.bin().display(),
         log.display()
     );
     let started = Instant::now();
     for pass in 1..=MAKE_PASSES {
         remove_left_out(&selftests, &left)?;
-        let Err(err) = make(&args, &log) else {
+        let Err(err) = make(&args, llvm, &log) else {
             break;
         };
         let text = fs::read_to_string(&log)
@@ -317,7 +334,7 @@ pub fn modules(
     work: &Path,
     source: &Path,
     kernel: &KernelTree,
-    jobs: usize,
+    make_options: MakeOptions,
 ) -> Result<Vec<PathBuf>> {
     let started = Instant::now();
     let mut built = Vec::new();
@@ -337,7 +354,8 @@ pub fn modules(
             let _ = fs::remove_file(dir.join(format!("{module}.ko")));
         }
         let log = dir.join("build.log");
-        make(&module_args(kernel, &dir, jobs), &log)
+        let args = module_args(kernel, &dir, make_options.jobs);
+        make(&args, make_options.llvm, &log)
             .with_context(|| format!("building {module}.ko for the {} kernel", kernel.name))?;
         let ko = dir.join(format!("{module}.ko"));
         if !ko.is_file() {
@@ -414,9 +432,9 @@ fn copy_changed(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
-/// make with clang-19 first on PATH, its output in `log`; a failure
+/// make with `llvm` first on PATH, its output in `log`; a failure
 /// carries the log's last lines.
-fn make(args: &[String], log: &Path) -> Result<()> {
+fn make(args: &[String], llvm: Llvm, log: &Path) -> Result<()> {
     // Its marker sits beside its log: each make of ours logs into a
     // directory of its own.
     let marker = Marker::new(log.with_file_name(".bpflab-building"));
@@ -430,10 +448,7 @@ fn make(args: &[String], log: &Path) -> Result<()> {
     }
     let file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let stdout = file.try_clone()?;
-    let path = format!(
-        "{LLVM_BIN}:{}",
-        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
-    );
+    let path = make_path(llvm, std::env::var_os("PATH"));
     let tag = marker.begin()?;
     let spawned = spawn_tied(
         Command::new("make")
@@ -519,6 +534,14 @@ mod tests {
             args[args.len() - 3..],
             ["test_progs", "test_progs-cpuv4", "test_maps"]
         );
+    }
+
+    #[test]
+    fn make_finds_the_chosen_llvm_first_on_path() {
+        let path = make_path(Llvm(18), Some("/usr/local/bin:/usr/bin".into()));
+        assert_eq!(path, "/usr/lib/llvm-18/bin:/usr/local/bin:/usr/bin");
+        let path = make_path(Llvm(19), None);
+        assert_eq!(path, "/usr/lib/llvm-19/bin:/usr/bin:/bin");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 
 use super::guest;
 use super::leftout::LeftOut;
+use super::llvm::Llvm;
 use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
 use super::{RunOptions, RunnerRun};
@@ -41,6 +42,8 @@ pub struct SuiteOptions {
     pub share: ShareChoice,
     /// How long test_progs may print nothing (None: the default).
     pub stall: Option<u64>,
+    /// The LLVM that builds the runners.
+    pub llvm: Llvm,
 }
 
 /// A run's results: each kernel's (true: a variant), the kernel-runner
@@ -87,7 +90,7 @@ pub fn run(
     )?;
     let (run_dirs, left_out) = super::build_for(
         source,
-        (boot.config, boot.bundle.as_deref()),
+        (boot.config, boot.bundle.as_deref(), options.llvm),
         &targets,
         (&runners, session.run_dir()),
     )?;

@@ -3,7 +3,8 @@
 //! base against patched (`compare.rs`). A test that fails only on a
 //! patched kernel is a regression; one that fails on base too is listed,
 //! not held against the series. `campaign` runs the suite on a run's
-//! kernels (`selection` chooses the tests), `verdict` concludes.
+//! kernels (`selection` chooses the tests), `verdict` concludes; `llvm`
+//! chooses the compiler that builds it.
 
 pub mod build;
 pub mod campaign;
@@ -11,6 +12,7 @@ pub mod compare;
 pub mod guest;
 pub mod leftout;
 pub mod lists;
+pub mod llvm;
 pub mod others;
 pub mod parse;
 pub mod runner;
@@ -22,8 +24,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use self::build::KernelTree;
+use self::build::{KernelTree, MakeOptions};
 use self::leftout::LeftOut;
+use self::llvm::Llvm;
 use self::runner::Runner;
 use crate::kernel::series::{Patch, Series, Variant};
 use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
@@ -111,13 +114,34 @@ pub fn describe_progs(left_out: &LeftOut) -> String {
     progs.chain(tests).collect::<Vec<_>>().join("; ")
 }
 
-/// Builds test_progs once and the test modules for each kernel, with the
-/// cache locked; returns each kernel's directory to run test_progs in,
-/// made under `runs_in` (the run's own directory: two runs at once each
-/// boot their own, and neither removes the other's).
+/// The work directory of test_progs' build, one per configuration and
+/// LLVM: make compares mtimes only, so it would take objects another
+/// clang built for up to date. A directory per LLVM is the cheapest
+/// correct way: a stamp would have to clean the outputs on every switch
+/// and rebuild them on switching back (minutes each way), where a
+/// directory keeps both warm for the disk of a second set of outputs,
+/// and keeps its own left-out.json (what compiles is the compiler's
+/// too). The default LLVM keeps the names it always had, so existing
+/// caches (CI's) stay warm.
+fn work_name(config: KernelConfig, llvm: Llvm) -> String {
+    let name = match config {
+        KernelConfig::Lean => "kselftest",
+        KernelConfig::BpfCi => "kselftest-bpfci",
+    };
+    if llvm == llvm::DEFAULT {
+        name.to_string()
+    } else {
+        format!("{name}-llvm{}", llvm.0)
+    }
+}
+
+/// Builds test_progs once with `llvm` and the test modules for each
+/// kernel, with the cache locked; returns each kernel's directory to run
+/// test_progs in, made under `runs_in` (the run's own directory: two runs
+/// at once each boot their own, and neither removes the other's).
 pub fn build_for(
     source: &SourceConfig,
-    (config, bundle): (KernelConfig, Option<&Path>),
+    (config, bundle, llvm): (KernelConfig, Option<&Path>, Llvm),
     targets: &[Target],
     (runners, runs_in): (&[Runner], &Path),
 ) -> Result<(Vec<PathBuf>, LeftOut)> {
@@ -151,30 +175,30 @@ pub fn build_for(
     let manifest = kernel::build(source, &[spec])?;
     let btf_info = &manifest.kernels[0];
     let btf = KernelTree::from_vmlinux(&btf_info.name, &btf_info.vmlinux)?;
-    let work_name = match config {
-        KernelConfig::Lean => "kselftest",
-        KernelConfig::BpfCi => "kselftest-bpfci",
-    };
+    let work_name = work_name(config, llvm);
     let work = manifest
         .source
         .pristine
         .parent()
         .context("the pristine tree has no parent")?
-        .join(work_name);
+        .join(&work_name);
     // The work directory, the tree test_progs is built from and the trees
     // the modules are built against, held all at once (in name order, as
     // every run takes them). Only paths were read before: the BTF's
     // identity, which stamps the build, is read under them.
     let mut names: Vec<&str> = targets.iter().map(|t| t.flavor.name()).collect();
-    names.extend([btf_tree.as_str(), work_name]);
+    names.extend([btf_tree.as_str(), work_name.as_str()]);
     let _held = kernel::hold(source, &names)?;
     say_which_tree(&series, &btf);
-    let jobs = source.jobs;
-    let built = build::test_progs(&work, &btf.tree, (&btf, runners), jobs)?;
+    let make = MakeOptions {
+        jobs: source.jobs,
+        llvm,
+    };
+    let built = build::test_progs(&work, &btf.tree, (&btf, runners), make)?;
     let dirs = kernels
         .iter()
         .map(|k| {
-            let modules = build::modules(&work, &btf.tree, k, jobs)?;
+            let modules = build::modules(&work, &btf.tree, k, make)?;
             build::run_dir(runs_in, &built.out, &k.name, &modules)
         })
         .collect::<Result<_>>()?;
@@ -378,6 +402,15 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn another_llvm_builds_in_a_directory_of_its_own_and_19_in_the_old_one() {
+        let (lean, bpfci) = (KernelConfig::Lean, KernelConfig::BpfCi);
+        assert_eq!(work_name(lean, Llvm(19)), "kselftest");
+        assert_eq!(work_name(bpfci, Llvm(19)), "kselftest-bpfci");
+        assert_eq!(work_name(lean, Llvm(18)), "kselftest-llvm18");
+        assert_eq!(work_name(bpfci, Llvm(20)), "kselftest-bpfci-llvm20");
     }
 
     #[test]
