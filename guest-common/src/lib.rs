@@ -1,5 +1,6 @@
 //! Low-level code the guest programs (/init, selftests, bench, map-fuzz)
-//! share: signal and errno names, panic payloads as text ([`panic_text`]),
+//! share: signal and errno names, how a failed mount is named
+//! ([`mount_what`]), panic payloads as text ([`panic_text`]),
 //! the /proc readers ([`proc`]), the results port ([`port`]), the one raw
 //! `bpf(2)` command both test programs issue themselves ([`bpf`]), and what
 //! the host harness shares with them: the results protocol ([`protocol`])
@@ -93,7 +94,7 @@ pub fn errno_symbol(errno: i32) -> Option<&'static str> {
 }
 
 /// Symbolic name of an errno value: keeps messages short and greppable
-/// (`mount /proc: ENODEV` rather than a locale-dependent sentence);
+/// (`mount proc on /proc: ENODEV` rather than a locale-dependent sentence);
 /// `errno 9999` for the others.
 pub fn errno_name(errno: i32) -> String {
     errno_symbol(errno).map_or_else(|| format!("errno {errno}"), str::to_string)
@@ -114,6 +115,17 @@ pub fn describe(what: &str, err: &io::Error) -> String {
     match err.raw_os_error() {
         Some(errno) => format!("{what}: {}", errno_name(errno)),
         None => format!("{what}: {err}"),
+    }
+}
+
+/// What a mount is, for its error: the file system type and the mount
+/// point, which the host reads to name the option a kernel lacks
+/// (xtask's `vm::boot_log`, by these words); a bind mount, its source.
+pub fn mount_what(source: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> String {
+    if flags & libc::MS_BIND != 0 {
+        format!("bind-mount {source} on {target}")
+    } else {
+        format!("mount {fstype} on {target}")
     }
 }
 
@@ -143,5 +155,21 @@ mod tests {
         assert!(err_name(&e).starts_with("EBUSY ("));
         let e = io::Error::from_raw_os_error(libc::EPERM);
         assert_eq!(describe("mount /proc", &e), "mount /proc: EPERM");
+    }
+
+    #[test]
+    fn a_mount_is_named_by_its_type_and_mount_point() {
+        assert_eq!(
+            mount_what("proc", "/proc", "proc", 0),
+            "mount proc on /proc"
+        );
+        assert_eq!(
+            mount_what("bpflab-root", "/host", "virtiofs", libc::MS_RDONLY),
+            "mount virtiofs on /host"
+        );
+        assert_eq!(
+            mount_what("/etc/lease", "/host/etc/resolv.conf", "", libc::MS_BIND),
+            "bind-mount /etc/lease on /host/etc/resolv.conf"
+        );
     }
 }

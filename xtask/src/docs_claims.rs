@@ -337,6 +337,18 @@ fn every_local_link_resolves() {
     assert_none(problems, "links that lead nowhere");
 }
 
+/// The heading a missing option's line sends its reader to is there.
+#[test]
+fn the_missing_option_line_leads_to_a_heading() {
+    let cited = crate::vm::boot_log::USAGE_ANCHOR;
+    let (file, fragment) = cited.split_once('#').unwrap();
+    let text = std::fs::read_to_string(project::root().join(file)).unwrap();
+    assert!(
+        anchors(&text).contains(fragment),
+        "{cited}: no such heading"
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_check() {
     assert_eq!(

@@ -90,7 +90,11 @@ fn run() -> Verdict {
         Err(detail) => return Verdict::error(detail),
     };
     let verdict = match prepare_shares(&config, &request, network) {
-        Err(detail) => Verdict::error(detail),
+        Err(detail) => {
+            // Its own line, as a failed mount of mount_all has.
+            say(&format!("error: {detail}"));
+            Verdict::error(detail)
+        }
         Ok(()) => match (&request.command, config.program) {
             (Some(cmd), Program::Command) => command::run(cmd),
             (None, Program::Command) => {

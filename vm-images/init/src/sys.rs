@@ -8,7 +8,7 @@ use std::os::unix::io::AsRawFd;
 
 use guest_common::port;
 
-pub use guest_common::describe;
+pub use guest_common::{describe, mount_what};
 
 /// One filesystem /init mounts.
 pub struct Mount {
@@ -49,7 +49,7 @@ pub enum Mounted {
 }
 
 /// Creates the mount point if needed and mounts `m` there. On failure returns
-/// the verdict detail, e.g. `mount /proc: ENODEV`.
+/// the verdict detail, e.g. `mount proc on /proc: ENODEV`.
 pub fn mount(m: &Mount) -> Result<Mounted, String> {
     if let Err(e) = std::fs::create_dir_all(m.target) {
         // sysfs refuses mkdir (EPERM): a missing /sys/kernel/debug just
@@ -73,7 +73,7 @@ pub fn mount(m: &Mount) -> Result<Mounted, String> {
 
 /// mount(2): `source` of type `fstype` on `target`, with `flags` and the
 /// file system's `data` options. On failure, the errno and a detail such
-/// as `mount /host: ENODEV`.
+/// as `mount virtiofs on /host: ENODEV` ([`mount_what`]).
 pub fn mount_fs(
     source: &str,
     target: &str,
@@ -99,7 +99,7 @@ pub fn mount_fs(
     let err = io::Error::last_os_error();
     Err((
         err.raw_os_error().unwrap_or(0),
-        describe(&format!("mount {target}"), &err),
+        describe(&mount_what(source, target, fstype, flags), &err),
     ))
 }
 

@@ -63,8 +63,8 @@ mod tests {
             "BPFLAB-VERDICT fail exit=1\n"
         );
         assert_eq!(
-            wire(&Verdict::error("mount /proc: ENODEV")),
-            "BPFLAB-VERDICT error mount /proc: ENODEV\n"
+            wire(&Verdict::error("mount proc on /proc: ENODEV")),
+            "BPFLAB-VERDICT error mount proc on /proc: ENODEV\n"
         );
         assert_eq!(
             wire(&Verdict::error("init panic: a\nb\r\n")),

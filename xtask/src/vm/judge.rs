@@ -66,18 +66,14 @@ fn qemu_said(outcome: &VmOutcome) -> String {
     said
 }
 
-/// Decides whether the VM did its job. When it did not (a panic, a
-/// timeout, a missing verdict, a program that could not run), every
-/// result that arrived is kept, the test that was running is marked
-/// crashed and the rest not run, as far as the guest announced its plan;
-/// with no plan there is nothing to keep and the run is an error.
-pub fn judge(
+/// The report of a VM that did its job, or why it did not.
+fn failure_of(
     outcome: &VmOutcome,
     results: Option<&str>,
     limits: &Limits,
     program: Program,
-) -> Result<Judged> {
-    let failure = match (vm_death(outcome, limits), results) {
+) -> std::result::Result<GuestReport, String> {
+    Err(match (vm_death(outcome, limits), results) {
         (Some(death), _) => death,
         (None, None) => format!("QEMU wrote no results file{}", qemu_said(outcome)),
         (None, Some(results)) => match protocol::parse_results(results, program) {
@@ -85,14 +81,38 @@ pub fn judge(
                 "the guest could not run its program: {}",
                 report.verdict.detail
             ),
-            Ok(report) => {
-                return Ok(Judged {
-                    report,
-                    vm_failure: None,
-                })
-            }
+            Ok(report) => return Ok(report),
             Err(err) => format!("{err}{}", qemu_said(outcome)),
         },
+    })
+}
+
+/// Decides whether the VM did its job. When it did not (a panic, a
+/// timeout, a missing verdict, a program that could not run), every
+/// result that arrived is kept, the test that was running is marked
+/// crashed and the rest not run, as far as the guest announced its plan;
+/// with no plan there is nothing to keep and the run is an error. The
+/// failure leads with `lacks`, the option the boot log says the kernel
+/// lacks (`boot_log`), if any; a run that did its job never mentions it.
+pub fn judge(
+    outcome: &VmOutcome,
+    results: Option<&str>,
+    limits: &Limits,
+    program: Program,
+    lacks: Option<&str>,
+) -> Result<Judged> {
+    let failure = match failure_of(outcome, results, limits, program) {
+        Ok(report) => {
+            return Ok(Judged {
+                report,
+                vm_failure: None,
+            })
+        }
+        Err(failure) => failure,
+    };
+    let failure = match lacks {
+        Some(lacks) => format!("{lacks}; {failure}"),
+        None => failure,
     };
     let tail = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
     let explained = format!(
@@ -222,7 +242,7 @@ mod tests {
     fn err(o: &VmOutcome, text: &str) -> String {
         format!(
             "{:#}",
-            judge(o, Some(text), &lim(), Program::Selftests).unwrap_err()
+            judge(o, Some(text), &lim(), Program::Selftests, None).unwrap_err()
         )
     }
 
@@ -233,7 +253,7 @@ mod tests {
     #[test]
     fn a_clean_run_is_judged_complete() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let j = judge(&o, Some(OK), &lim(), Program::Selftests).unwrap();
+        let j = judge(&o, Some(OK), &lim(), Program::Selftests, None).unwrap();
         assert_eq!(j.report.results.len(), 1);
         assert!(j.vm_failure.is_none());
         assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
@@ -247,7 +267,7 @@ mod tests {
             "[    1.900000] BUG: unable to handle page fault".into(),
             "[    1.900001] Call Trace:".into(),
         ];
-        let j = judge(&o, Some(CUT), &lim(), Program::Selftests).unwrap();
+        let j = judge(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
         let why = j.vm_failure.as_deref().unwrap();
         assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
         assert_eq!(
@@ -278,7 +298,7 @@ mod tests {
         ];
         o.splats_before_last_start = 1;
         o.panic = Some(o.splats[1].clone());
-        let j = judge(&o, Some(CUT), &lim(), Program::Selftests).unwrap();
+        let j = judge(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
         let c = console_check(&o, &j.report.results);
         assert_eq!(c.status, Status::Fail, "the earlier WARNING still counts");
         assert!(
@@ -299,6 +319,7 @@ mod tests {
             Some(CUT),
             &lim(),
             Program::Selftests,
+            None,
         )
         .unwrap();
         assert!(j.vm_failure.as_deref().unwrap().contains("the guest hung"));
@@ -316,6 +337,7 @@ mod tests {
             Some(CUT),
             &lim(),
             Program::Selftests,
+            None,
         )
         .unwrap();
         let why = j.vm_failure.unwrap();
@@ -336,6 +358,7 @@ mod tests {
             Some("BPFLAB-PLAN 1 t01_a\n"),
             &lim(),
             Program::Selftests,
+            None,
         )
         .unwrap();
         assert!(j.vm_failure.unwrap().contains("no verdict"));
@@ -345,9 +368,44 @@ mod tests {
         assert!(err(&o, "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n").contains("malformed"));
         let never = format!(
             "{:#}",
-            judge(&o, None, &lim(), Program::Selftests).unwrap_err()
+            judge(&o, None, &lim(), Program::Selftests, None).unwrap_err()
         );
         assert!(never.starts_with("QEMU wrote no results file"), "{never}");
+    }
+
+    const LACKS: &str = "the kernel /tmp/bzImage has no proc (CONFIG_PROC_FS): /init could not mount /proc; build it in (kconfig/qemu.config has it), or see docs/USAGE.md#a-bzimage-of-your-own";
+
+    #[test]
+    fn a_missing_option_leads_the_failure() {
+        let o = outcome(VmEnd::Exited { code: Some(0) });
+        let failed = "BPFLAB-VERDICT error mount proc on /proc: ENODEV\n";
+        let e = format!(
+            "{:#}",
+            judge(&o, Some(failed), &lim(), Program::Selftests, Some(LACKS)).unwrap_err()
+        );
+        let first = e.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "{LACKS}; the guest could not run its program: mount proc"
+            )),
+            "{e}"
+        );
+        // Kept results carry it too, as the crashed test's cause.
+        let j = judge(&o, Some(CUT), &lim(), Program::Selftests, Some(LACKS)).unwrap();
+        assert!(j.vm_failure.unwrap().starts_with(LACKS));
+        assert!(j.report.results[1].message.starts_with(LACKS));
+    }
+
+    /// A run that did its job keeps its verdict, whatever the boot log
+    /// said: a test's failure is never a missing option.
+    #[test]
+    fn a_run_that_did_its_job_never_names_a_missing_option() {
+        let o = outcome(VmEnd::Exited { code: Some(0) });
+        let failed = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a fail 3\nBPFLAB-VERDICT fail exit=1\n";
+        let j = judge(&o, Some(failed), &lim(), Program::Selftests, Some(LACKS)).unwrap();
+        assert!(j.vm_failure.is_none());
+        assert_eq!(statuses(&j), [Status::Fail]);
+        assert!(!format!("{:?}", j.report).contains("CONFIG_"));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! From built kernels to a guest's report: the kernels of a run
 //! (`targets`), the guest image, the QEMU arguments, running QEMU and
 //! watching its console, the session that boots each kernel, the pure
-//! judgement of what came back (`judge`), and `run`'s host command in a
-//! guest (`command`, with the user's `terminal`).
+//! judgement of what came back (`judge`) and of the option a kernel
+//! lacks (`boot_log`), and `run`'s host command in a guest (`command`,
+//! with the user's `terminal`).
 
 pub mod accel;
+pub mod boot_log;
 pub mod command;
 pub mod console;
 pub mod gdb;

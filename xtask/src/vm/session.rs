@@ -12,6 +12,7 @@ use guest_common::protocol::Program;
 use guest_common::request::{HostCommand, Request};
 
 use super::accel::AccelPicker;
+use super::boot_log::{self, Missing};
 use super::guest_image;
 use super::judge::judge;
 use super::process::{self, Limits, VmEnd, VmOutcome};
@@ -199,24 +200,7 @@ impl Session {
             cfg.tcg_threads = this.spec.tcg_threads.unwrap_or(self.options.tcg_threads);
             self.machine.apply(&mut cfg);
             let limits = self.limits_for(accel, target, this);
-            if let Some(port) = cfg.gdb {
-                super::gdb::check_port(port)?;
-                crate::status!(
-                    &target.name,
-                    "{}",
-                    super::gdb::announcement(target.vmlinux.as_deref(), port)
-                );
-            }
-            let over = share
-                .as_ref()
-                .map(|(s, _)| format!(", host shared over {}", s.kind.name()))
-                .unwrap_or_default();
-            crate::status!(
-                &target.name,
-                "booting under {}{over} (console: {})",
-                accel.name(),
-                console_log.display()
-            );
+            announce(target, &cfg, share.as_ref().map(|(s, _)| s), &console_log)?;
             // Once QEMU is connected, virtiofsd's sockets are not needed:
             // gone from then on, even if the harness is killed.
             let mut release = || {
@@ -230,21 +214,21 @@ impl Session {
                 _ => None,
             };
             drop(share);
-            if self.boot_again(target, &outcome, died, &this.spec)? {
+            let console = read_lossy(&console_log)?.unwrap_or_default();
+            let lacks = boot_log::missing_option(&console, &outcome.end);
+            if self.boot_again(target, &outcome, died, lacks, &this.spec)? {
                 continue;
             }
-            if matches!(outcome.end, VmEnd::NoPowerOff) {
-                crate::status!(
-                    &target.name,
-                    "the guest gave its verdict but did not power off; QEMU was killed"
-                );
-            }
-            // Lossy: a character cut in half by a dying guest must not
-            // cost the lines before it. None: QEMU never wrote the file.
-            let text = crate::util::gone_is_none(fs::read(&results))
-                .with_context(|| format!("reading the guest's results {}", results.display()))?
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-            let judged = judge(&outcome, text.as_deref(), &limits, guest.program)?;
+            tell_after(target, &outcome, &console);
+            let text = read_lossy(&results)?;
+            let lacks = lacks.map(|m| m.line(&target.bzimage));
+            let judged = judge(
+                &outcome,
+                text.as_deref(),
+                &limits,
+                guest.program,
+                lacks.as_deref(),
+            )?;
             return Ok(GuestRun {
                 accel,
                 report: judged.report,
@@ -253,6 +237,72 @@ impl Session {
             });
         }
     }
+}
+
+/// Says how `target` boots, and where gdb attaches when asked for.
+fn announce(
+    target: &Target,
+    cfg: &VmConfig,
+    share: Option<&ActiveShare>,
+    console_log: &Path,
+) -> Result<()> {
+    if let Some(port) = cfg.gdb {
+        super::gdb::check_port(port)?;
+        crate::status!(
+            &target.name,
+            "{}",
+            super::gdb::announcement(target.vmlinux.as_deref(), port)
+        );
+    }
+    let over = share
+        .map(|s| format!(", host shared over {}", s.kind.name()))
+        .unwrap_or_default();
+    crate::status!(
+        &target.name,
+        "booting under {}{over} (console: {})",
+        cfg.accel.name(),
+        console_log.display()
+    );
+    Ok(())
+}
+
+/// What a finished boot leaves to say besides its verdict: a guest that
+/// did not power off, and the optional features its kernel went without
+/// (the tests that need them fail; the boot does not).
+fn tell_after(target: &Target, outcome: &VmOutcome, console: &str) {
+    if matches!(outcome.end, VmEnd::NoPowerOff) {
+        crate::status!(
+            &target.name,
+            "the guest gave its verdict but did not power off; QEMU was killed"
+        );
+    }
+    for absent in boot_log::absent_features(console) {
+        crate::status!(&target.name, "note: {}", absent.line(&target.bzimage));
+    }
+}
+
+/// Why a boot over virtiofs failed for want of virtiofs, which 9p may
+/// get around: virtiofsd died before the guest booted, or the kernel
+/// lacks virtiofs. A guest stopped by another option its kernel `lacks`
+/// takes virtiofsd with it: not virtiofsd's failure.
+fn share_failure(
+    virtiofsd_died: Option<String>,
+    lacks: Option<Missing>,
+    kernel: &Path,
+) -> Option<String> {
+    match lacks {
+        Some(m) if m == boot_log::NO_VIRTIOFS => Some(m.line(kernel)),
+        Some(_) => None,
+        None => virtiofsd_died,
+    }
+}
+
+/// A file the guest wrote, lossily: a character cut in half by a dying
+/// guest must not cost the lines before it. None: QEMU never wrote it.
+fn read_lossy(path: &Path) -> Result<Option<String>> {
+    Ok(crate::util::gone_is_none(fs::read(path))
+        .with_context(|| format!("reading the guest's {}", path.display()))?
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 impl Session {
@@ -265,9 +315,10 @@ impl Session {
         target: &Target,
         outcome: &VmOutcome,
         virtiofsd_died: Option<String>,
+        lacks: Option<Missing>,
         spec: &BootSpec,
     ) -> Result<bool> {
-        if let Some(why) = virtiofsd_died {
+        if let Some(why) = share_failure(virtiofsd_died, lacks, &target.bzimage) {
             // Nothing ran in the guest: the boot can be done again.
             if self.options.sharing != Sharing::Host(ShareChoice::Auto) {
                 bail!("{why}; use --share 9p");
@@ -478,6 +529,22 @@ pub(super) fn limits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn virtiofsd_is_blamed_only_when_no_other_option_is_missing() {
+        let k = Path::new("/tmp/bzImage");
+        let died = || Some("virtiofsd exited (exit status: 1): x".to_string());
+        assert_eq!(share_failure(died(), None, k), died());
+        assert_eq!(share_failure(None, None, k), None);
+        let virtiofs = share_failure(None, Some(boot_log::NO_VIRTIOFS), k).unwrap();
+        assert!(virtiofs.contains("(CONFIG_VIRTIO_FS"), "{virtiofs}");
+        let proc = boot_log::missing_option(
+            "bpflab-init: error: mount proc on /proc: ENODEV\n",
+            &VmEnd::Exited { code: Some(0) },
+        );
+        assert!(proc.is_some());
+        assert_eq!(share_failure(died(), proc, k), None);
+    }
 
     #[test]
     fn debug_kernels_get_longer_limits() {
