@@ -94,6 +94,7 @@ mod tests {
                 head: "HEAD".into(),
                 head_commit: "1".repeat(40),
                 clean: false,
+                cuts: Vec::new(),
             }),
         }
     }
