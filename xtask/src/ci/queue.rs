@@ -108,6 +108,7 @@ mod tests {
                 "vmtest-adaptive",
                 "guest-faults",
                 "share",
+                "branch",
                 "kselftest",
                 "kselftest-verifier",
                 "bench"

@@ -87,41 +87,7 @@ fn queued(xt: &XtStep) -> Vec<Step> {
     let booting = KERNELS
         .iter()
         .map(|(id, name, kernel)| xt(id, name, &["vmtest", "--kernel", kernel]))
-        .chain([
-            faults::named(
-                "guest-faults",
-                "fault tests (guests)",
-                &faults::GUEST_FAULTS,
-            ),
-            booting_tests("share", "share tests", "share"),
-            xt(
-                "kselftest",
-                "test_progs on base and every variant",
-                &[
-                    "kselftest",
-                    "--kernel",
-                    "all",
-                    "--runner",
-                    "test_progs",
-                    "--vms",
-                    KSELFTEST_VMS,
-                ],
-            ),
-            xt(
-                "kselftest-verifier",
-                "test_verifier on base and patched",
-                &[
-                    "kselftest",
-                    "--kernel",
-                    VERIFIER_KERNELS,
-                    "--runner",
-                    "test_verifier",
-                    "--vms",
-                    KSELFTEST_VMS,
-                ],
-            ),
-            bench(xt),
-        ]);
+        .chain(booting_suites(xt));
     steps
         .into_iter()
         .chain(booting)
@@ -130,6 +96,49 @@ fn queued(xt: &XtStep) -> Vec<Step> {
             ..s
         })
         .collect()
+}
+
+/// The booting suites after vmtest: the guest fault tests, the share
+/// tests, a developer's branch, the BPF tree's selftests, the bench.
+fn booting_suites(xt: &XtStep) -> Vec<Step> {
+    vec![
+        faults::named(
+            "guest-faults",
+            "fault tests (guests)",
+            &faults::GUEST_FAULTS,
+        ),
+        booting_tests("share", "share tests", "share"),
+        // A developer's branch in a git repository of the tree (made
+        // once, in the cache): kselftest --new-on and run --expect.
+        booting_tests("branch", "your own patch, from a git branch", "branch"),
+        xt(
+            "kselftest",
+            "test_progs on base and every variant",
+            &[
+                "kselftest",
+                "--kernel",
+                "all",
+                "--runner",
+                "test_progs",
+                "--vms",
+                KSELFTEST_VMS,
+            ],
+        ),
+        xt(
+            "kselftest-verifier",
+            "test_verifier on base and patched",
+            &[
+                "kselftest",
+                "--kernel",
+                VERIFIER_KERNELS,
+                "--runner",
+                "test_verifier",
+                "--vms",
+                KSELFTEST_VMS,
+            ],
+        ),
+        bench(xt),
+    ]
 }
 
 /// vmtest's step of each lean kernel: id, name, kernel.

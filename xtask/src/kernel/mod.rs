@@ -22,8 +22,9 @@ pub mod source;
 pub mod usage;
 
 use std::collections::HashMap;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
 
@@ -244,6 +245,49 @@ pub fn hold(args: &SourceConfig, names: &[&str]) -> Result<Held> {
     })
 }
 
+/// The work directory `name` of another source in the cache that holds
+/// `done` (a path in it), the one whose `done` is newest, held; for a
+/// first build of `args`'s to start from a copy of it. The caller may
+/// hold its own source's locks: a directory is taken only once built,
+/// and a run seeds only a directory of its own that is not, so two runs
+/// never wait for each other's.
+pub fn hold_other_work(
+    args: &SourceConfig,
+    name: &str,
+    done: &Path,
+) -> Result<Option<(PathBuf, Held)>> {
+    in_cache(args, || {
+        let Opened { mut cache, key, .. } = open(args, None)?;
+        let sources = cache.root().join("sources");
+        let Some(other) = newest_other(&sources, &key, &Path::new(name).join(done))? else {
+            return Ok(None);
+        };
+        let held = lock_trees(&mut cache, &other, &[name])?;
+        Ok(Some((sources.join(other).join(name), held)))
+    })
+}
+
+/// Of the sources under `sources` but `own`, the one whose `rel` is the
+/// newest file.
+fn newest_other(sources: &Path, own: &str, rel: &Path) -> Result<Option<String>> {
+    let entries = match fs::read_dir(sources) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", sources.display())),
+    };
+    let mut newest: Option<(SystemTime, String)> = None;
+    for entry in entries.flatten() {
+        let key = entry.file_name().to_string_lossy().into_owned();
+        let modified = fs::metadata(entry.path().join(rel)).and_then(|m| m.modified());
+        if let (false, Ok(t)) = (key == own, modified) {
+            if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+                newest = Some((t, key));
+            }
+        }
+    }
+    Ok(newest.map(|(_, key)| key))
+}
+
 /// Lets the cache's lock go and takes the trees' locks, in the order of
 /// their names, so that two runs that want the same trees never wait for
 /// each other each holding one.
@@ -275,12 +319,21 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
     let mut kernels = Vec::new();
     let mut before: Option<seed::Built> = None;
     for spec in specs {
+        // Only a branch's pristine tree is the cache's alone to realign
+        // (a checkout's is the developer's, hard-linked).
+        let other_base = match &source {
+            KernelSource::Git { .. } => seed::other_base(&cache, &key, spec, &pristine)?,
+            _ => None,
+        };
         let tree = trees.prepare(&spec.flavor)?;
         let path = tree.path.clone();
         let variant = match &spec.flavor {
             Flavor::Variant(v) => series.variant(v),
             Flavor::Base => None,
         };
+        if let Some(other) = &other_base {
+            seed::from_other_base(other, spec, &path)?;
+        }
         if let (Some(b), Some(v)) = (&before, variant) {
             let touched = series.upto(v).touched_files();
             seed::from_earlier(b, (spec, v.patches), &path, &touched)?;

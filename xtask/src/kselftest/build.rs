@@ -36,6 +36,8 @@ pub const TEST_MODULES: &[&str] = &[
 ];
 
 pub const SELFTESTS_DIR: &str = "tools/testing/selftests/bpf";
+/// The mirror make builds in, in a work directory.
+pub const TREE: &str = "tree";
 
 /// A kernel we built: its source tree, its build directory and vmlinux.
 #[derive(Debug, Clone)]
@@ -141,7 +143,7 @@ pub fn test_progs(
             source.display()
         );
     }
-    let tree = work.join("tree");
+    let tree = work.join(TREE);
     let outputs = |p: &Path| p.starts_with(SELFTESTS_DIR);
     mirror::sync_for_builds_inside(source, &tree, &outputs)
         .with_context(|| format!("mirroring {} for the selftests", source.display()))?;

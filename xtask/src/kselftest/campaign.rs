@@ -258,11 +258,49 @@ struct AllRuns {
     infra: Vec<String>,
 }
 
-/// `--runner`, all five without it.
+/// `--runner`; without it all five, or with `-t` the three test_progs
+/// flavors: the names select in them, and test_maps and test_verifier,
+/// which take no names, would run their whole sets (minutes per kernel)
+/// beside a developer's one test.
 fn runners(options: &SuiteOptions) -> Vec<Runner> {
-    if options.runners.is_empty() {
-        Runner::ALL.to_vec()
-    } else {
-        options.runners.clone()
+    match (&options.runners[..], options.choice.tests.is_empty()) {
+        ([], true) => Runner::ALL.to_vec(),
+        ([], false) => Runner::ALL
+            .into_iter()
+            .filter(|r| r.is_test_progs())
+            .collect(),
+        (chosen, _) => chosen.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(tests: &[&str], runners: &[Runner]) -> SuiteOptions {
+        SuiteOptions {
+            choice: TestChoice {
+                tests: tests.iter().map(|t| t.to_string()).collect(),
+                all: false,
+            },
+            new_on: None,
+            runners: runners.to_vec(),
+            parallel: None,
+            vms: NonZeroUsize::MIN,
+            build_only: false,
+            share: ShareChoice::Auto,
+            stall: None,
+            llvm: crate::kselftest::llvm::DEFAULT,
+        }
+    }
+
+    #[test]
+    fn named_tests_run_in_the_test_progs_flavors_unless_runners_are_chosen() {
+        assert_eq!(runners(&options(&[], &[])), Runner::ALL);
+        let flavors = [Runner::TestProgs, Runner::NoAlu32, Runner::CpuV4];
+        assert_eq!(runners(&options(&["mine"], &[])), flavors);
+        let maps = [Runner::Maps];
+        assert_eq!(runners(&options(&["mine"], &maps)), maps);
+        assert_eq!(runners(&options(&[], &maps)), maps);
     }
 }

@@ -4,7 +4,8 @@
 //! patched kernel is a regression; one that fails on base too is listed,
 //! not held against the series. `campaign` runs the suite on a run's
 //! kernels (`selection` chooses the tests), `verdict` concludes; `llvm`
-//! chooses the compiler that builds it.
+//! chooses the compiler that builds it, and `seed` starts a first build
+//! for a new source from another's.
 
 pub mod build;
 pub mod campaign;
@@ -16,6 +17,7 @@ pub mod llvm;
 pub mod others;
 pub mod parse;
 pub mod runner;
+pub mod seed;
 pub mod selection;
 pub mod verdict;
 
@@ -164,9 +166,8 @@ pub fn build_for(
     // never rebuilds it. CO-RE adapts it to every kernel, and a debug run
     // reuses the plain build rather than make its own.
     let series = Series::load(&source.patches)?;
-    let flavor = Flavor::Variant(test_progs_variant(&series).name.clone());
     let spec = KernelSpec {
-        flavor,
+        flavor: test_progs_flavor(&series),
         config,
         debug: false,
         extra: Default::default(),
@@ -190,6 +191,9 @@ pub fn build_for(
     names.extend([btf_tree.as_str(), work_name.as_str()]);
     let _held = kernel::hold(source, &names)?;
     say_which_tree(&series, &btf);
+    if !seed::is_built(&work) {
+        seed::from_other(source, &work, &work_name)?;
+    }
     let make = MakeOptions {
         jobs: source.jobs,
         llvm,
@@ -231,20 +235,23 @@ fn from_bundle(
     Ok((dirs, build::load_left_out(&dir)?.unwrap_or_default()))
 }
 
-/// The first variant with every change the series makes under tools/ (the
-/// first variant when it makes none): test_progs is built from its tree.
-fn test_progs_variant(series: &Series) -> &Variant {
+/// The kernel test_progs is built from, its tree and its BTF: the first
+/// variant with every change the series makes under tools/, or base when
+/// it makes none. Base's BTF then serves every series that leaves tools/
+/// alone, a branch's with a new test among them, so a first build for a
+/// new source starts from another's and rebuilds no BPF object
+/// (vmlinux.h is rewritten only when its text differs; `seed.rs`).
+fn test_progs_flavor(series: &Series) -> Flavor {
     let in_tools = |p: &Patch| p.files.iter().any(|f| f.starts_with("tools/"));
-    let needed = series
-        .patches
-        .iter()
-        .rposition(in_tools)
-        .map_or(1, |i| i + 1);
-    series
+    let Some(last) = series.patches.iter().rposition(in_tools) else {
+        return Flavor::Base;
+    };
+    let variant: &Variant = series
         .variants
         .iter()
-        .find(|v| v.patches >= needed)
-        .expect("the last variant has every patch")
+        .find(|v| v.patches > last)
+        .expect("the last variant has every patch");
+    Flavor::Variant(variant.name.clone())
 }
 
 /// One test_progs serves every kernel when the series leaves tools/
@@ -414,16 +421,16 @@ mod tests {
     }
 
     #[test]
-    fn test_progs_comes_from_one_variant_whatever_runs() {
+    fn test_progs_comes_from_base_or_the_variant_with_every_change_under_tools() {
         let kernel_only = series(
             &["kernel/a.c", "kernel/b.c"],
             &[("patched", 1), ("prefault", 2)],
         );
-        assert_eq!(test_progs_variant(&kernel_only).name, "patched");
+        assert_eq!(test_progs_flavor(&kernel_only), Flavor::Base);
         let tools_later = series(
             &["kernel/a.c", "tools/testing/x.c", "kernel/b.c"],
             &[("patched", 1), ("tests", 2), ("last", 3)],
         );
-        assert_eq!(test_progs_variant(&tools_later).name, "tests");
+        assert_eq!(test_progs_flavor(&tools_later), Flavor::from_name("tests"));
     }
 }

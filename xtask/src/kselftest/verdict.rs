@@ -45,8 +45,15 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
         Vec::new()
     };
     if !broken.is_empty() {
+        // A new test failing where its change is says the change (or the
+        // test) is wrong, not the VM.
+        let fix = if held.new.is_empty() {
+            "fix what the VM lacks, or move a test to kselftest/DENYLIST with why"
+        } else {
+            "a test --new-on names must pass on its variant and the ones after it, and fail on those before: fix the change or the test, or name the variant it is new in"
+        };
         verdict.push(format!(
-            "FAIL: the tests run must pass on every kernel (the default set, or -t's; --new-on exempts the kernels without the named tests' variant), and skip on no variant where base runs them: {}; fix what the VM lacks, or move a test to kselftest/DENYLIST with why",
+            "FAIL: the tests run must pass on every kernel (the default set, or -t's; --new-on exempts the kernels without the named tests' variant), and skip on no variant where base runs them: {}; {fix}",
             broken.join("; ")
         ));
     }

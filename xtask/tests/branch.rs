@@ -1,0 +1,263 @@
+//! The harness on a developer's own patch, for real. A git repository of
+//! the kernel tree (made once, in the cache) has a branch of two commits:
+//! a one-line change that lets array maps take BPF_F_NO_PREALLOC, and a
+//! test_progs test for it (`branch/array_no_prealloc.c`); a C test beside
+//! this file (`branch/no_prealloc.c`) makes the same map with bpf().
+//! `kselftest --new-on` and `run --expect` pass on the branch, and on a
+//! branch that reverts the change both fail, naming the test. They boot
+//! kernels, so they are ignored by a plain `cargo test` and run by `cargo
+//! xtask ci` (`cargo test -p xtask --test branch -- --ignored
+//! --test-threads=1`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
+use common::{project, run_to_end, Ran};
+
+const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
+/// The tree the repository is made of (the harness's default source).
+const TARBALL: &str = "/usr/src/linux-source-6.12.tar.xz";
+/// The branch, and the variant the harness names after it.
+const BRANCH: &str = "dev/array-no-prealloc";
+const VARIANT: &str = "array-no-prealloc";
+/// The branch with the kernel change reverted on top.
+const REVERTED: &str = "dev/no-prealloc-reverted";
+const REVERTED_VARIANT: &str = "no-prealloc-reverted";
+const NEW_TEST: &str = "array_no_prealloc";
+
+/// The kernel cache, as the harness finds it.
+fn cache() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(dir) = env("BPFLAB_CACHE") {
+        return dir.into();
+    }
+    match env("XDG_CACHE_HOME") {
+        Some(dir) => Path::new(&dir).join("bpflab"),
+        None => Path::new(&env("HOME").expect("HOME")).join(".cache/bpflab"),
+    }
+}
+
+/// git in `repo`, with a fixed author, committer and date: the commits,
+/// and so the kernels the harness builds from them, are the same each
+/// time the repository is made.
+fn git(repo: &Path, args: &[&str]) {
+    let mut c = Command::new("git");
+    c.arg("-C").arg(repo).args(args);
+    for who in ["AUTHOR", "COMMITTER"] {
+        c.env(format!("GIT_{who}_NAME"), "bpflab")
+            .env(format!("GIT_{who}_EMAIL"), "bpflab@localhost")
+            .env(format!("GIT_{who}_DATE"), "2026-01-01T00:00:00Z");
+    }
+    let out = c.output().expect("running git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The repository: main is the tree as one commit, and the two
+/// branches on it. Made once (about 40 s: a copy of the tree, then a
+/// git add of 86,000 files) in the cache, beside a marker that says it
+/// is whole.
+fn repository() -> PathBuf {
+    let repo = cache().join("test-repos/linux-6.12");
+    if repo.join(".git/bpflab-complete").is_file() {
+        return repo;
+    }
+    let making = repo.with_extension("making");
+    let _ = fs::remove_dir_all(&making);
+    unpack_tree(&making);
+    git(&making, &["init", "-q", "-b", "main"]);
+    // --force: Debian's tree ignores its own top level (`/*`).
+    git(&making, &["add", "--force", "--all"]);
+    git(
+        &making,
+        &["commit", "-q", "--no-verify", "-m", "Linux 6.12"],
+    );
+    make_branches(&making);
+    fs::write(making.join(".git/bpflab-complete"), "").unwrap();
+    let _ = fs::remove_dir_all(&repo);
+    fs::rename(&making, &repo).unwrap();
+    repo
+}
+
+/// The default source's tree into `to`: a copy of the pristine tree the
+/// kernels were built from (a job with a restored cache may lack the
+/// tarball), else the tarball unpacked.
+fn unpack_tree(to: &Path) {
+    let sources = fs::read_dir(cache().join("sources")).ok();
+    let pristine = sources.into_iter().flatten().flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let tree = e.path().join("pristine");
+        (name.starts_with("linux-source-6.12-") && tree.join("Makefile").is_file()).then_some(tree)
+    });
+    let status = match pristine {
+        Some(tree) => Command::new("cp").arg("-a").arg(tree).arg(to).status(),
+        None => {
+            assert!(
+                Path::new(TARBALL).is_file(),
+                "{TARBALL} is missing and no kernel was built: run cargo xtask build-kernel first"
+            );
+            fs::create_dir_all(to).unwrap();
+            Command::new("tar")
+                .args(["xf", TARBALL, "--strip-components=1", "-C"])
+                .arg(to)
+                .status()
+        }
+    };
+    assert!(
+        status.unwrap().success(),
+        "making the tree in {}",
+        to.display()
+    );
+}
+
+/// The branch (the change, then its test) and the reverted branch.
+fn make_branches(repo: &Path) {
+    git(repo, &["checkout", "-q", "-b", BRANCH]);
+    let arraymap = repo.join("kernel/bpf/arraymap.c");
+    let mask = "\t BPF_F_PRESERVE_ELEMS | BPF_F_INNER_MAP)";
+    let text = fs::read_to_string(&arraymap).unwrap();
+    assert!(text.contains(mask), "arraymap.c's flag mask moved");
+    let text = text.replacen(
+        mask,
+        "\t BPF_F_PRESERVE_ELEMS | BPF_F_INNER_MAP | BPF_F_NO_PREALLOC)",
+        1,
+    );
+    fs::write(&arraymap, text).unwrap();
+    git(
+        repo,
+        &[
+            "commit",
+            "-q",
+            "-a",
+            "-m",
+            "bpf: Let array maps take BPF_F_NO_PREALLOC",
+        ],
+    );
+    let test = "tools/testing/selftests/bpf/prog_tests/array_no_prealloc.c";
+    fs::write(repo.join(test), include_str!("branch/array_no_prealloc.c")).unwrap();
+    git(repo, &["add", "--force", test]);
+    git(
+        repo,
+        &[
+            "commit",
+            "-q",
+            "-m",
+            "selftests/bpf: Test an array map with BPF_F_NO_PREALLOC",
+        ],
+    );
+    git(repo, &["checkout", "-q", "-b", REVERTED]);
+    git(repo, &["revert", "--no-edit", "HEAD~1"]);
+    git(repo, &["checkout", "-q", BRANCH]);
+}
+
+/// The C test, built static for the guest, in the project (shared with
+/// the guest).
+fn c_test() -> PathBuf {
+    let dir = project().join("target/branch-test");
+    fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("no_prealloc");
+    let source = project().join("xtask/tests/branch/no_prealloc.c");
+    let cc = Command::new("cc")
+        .args(["-static", "-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(cc.success(), "compiling {}", source.display());
+    exe
+}
+
+/// `cargo xtask SUBCOMMAND --kernel-src REPO --base main --head HEAD
+/// ARGS...`, under TCG.
+fn xtask(subcommand: &str, head: &str, args: &[&str]) -> Ran {
+    let repo = repository();
+    let mut c = Command::new(XTASK);
+    c.arg(subcommand)
+        .arg("--kernel-src")
+        .arg(&repo)
+        .args(["--base", "main", "--head", head, "--accel", "tcg"])
+        .args(args)
+        .current_dir(project())
+        .stdin(Stdio::null());
+    run_to_end(c, Duration::from_secs(1800))
+}
+
+/// kselftest of the new test, new on `variant`, on base and `variant`.
+fn kselftest(head: &str, variant: &str) -> Ran {
+    let kernels = format!("base,{variant}");
+    let args = ["--kernel", &kernels, "-t", NEW_TEST, "--new-on", variant];
+    xtask(
+        "kselftest",
+        head,
+        &[&args[..], &["--runner", "test_progs"]].concat(),
+    )
+}
+
+/// The C test on base and `variant`, expected to fail on base.
+fn run(head: &str, variant: &str) -> Ran {
+    let exe = c_test();
+    let kernels = format!("base,{variant}");
+    let args = ["--kernel", &kernels, "--expect", "base=fail", "--"];
+    xtask("run", head, &[&args[..], &[exe.to_str().unwrap()]].concat())
+}
+
+/// The row of `test` in a kselftest table.
+fn row<'a>(out: &'a str, test: &str) -> &'a str {
+    let name = format!("test_progs:{test} ");
+    out.lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("no row for {test} in:\n{out}"))
+}
+
+#[test]
+#[ignore = "boots kernels: run by cargo xtask ci"]
+fn a_branch_s_new_test_fails_on_base_and_passes_on_the_branch() {
+    let ks = kselftest(BRANCH, VARIANT);
+    assert_eq!(
+        ks.code, 0,
+        "kselftest --new-on:\n{}{}",
+        ks.stdout, ks.stderr
+    );
+    let cells: Vec<&str> = row(&ks.stderr, NEW_TEST).split_whitespace().collect();
+    assert_eq!(cells[1..], ["FAIL", "ok"], "base, then the branch");
+    assert!(ks.stdout.contains("3 passed, 1 failed"), "{}", ks.stdout);
+    let ran = run(BRANCH, VARIANT);
+    assert_eq!(ran.code, 0, "run --expect:\n{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("run: 2 of 2 kernels as expected"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+#[ignore = "boots kernels: run by cargo xtask ci"]
+fn with_the_change_reverted_both_fail_naming_the_test() {
+    let ks = kselftest(REVERTED, REVERTED_VARIANT);
+    assert_eq!(
+        ks.code, 1,
+        "kselftest --new-on:\n{}{}",
+        ks.stdout, ks.stderr
+    );
+    let cells: Vec<&str> = row(&ks.stderr, NEW_TEST).split_whitespace().collect();
+    assert_eq!(cells[1..], ["FAIL", "FAIL"], "base, then the branch");
+    assert!(ks.stdout.contains("2 passed, 2 failed"), "{}", ks.stdout);
+    let named = format!("test_progs:{NEW_TEST} is FAIL on {REVERTED_VARIANT}");
+    assert!(ks.stderr.contains(&named), "{}", ks.stderr);
+    let ran = run(REVERTED, REVERTED_VARIANT);
+    assert_eq!(ran.code, 1, "run --expect:\n{}{}", ran.stdout, ran.stderr);
+    let named = format!("run: 1 of 2 kernels as expected; not {REVERTED_VARIANT}");
+    assert!(ran.stdout.contains(&named), "{}", ran.stdout);
+    assert!(
+        ran.stderr
+            .contains("array map with BPF_F_NO_PREALLOC: Invalid argument"),
+        "the C test says why: {}",
+        ran.stderr
+    );
+}
