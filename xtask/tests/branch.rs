@@ -27,6 +27,29 @@ const VARIANT: &str = "array-no-prealloc";
 const REVERTED: &str = "dev/no-prealloc-reverted";
 const REVERTED_VARIANT: &str = "no-prealloc-reverted";
 const NEW_TEST: &str = "array_no_prealloc";
+/// The change: arraymap.c's flag mask, before and after.
+const MASK: &str = "\t BPF_F_PRESERVE_ELEMS | BPF_F_INNER_MAP)";
+const MASK_AFTER: &str = "\t BPF_F_PRESERVE_ELEMS | BPF_F_INNER_MAP | BPF_F_NO_PREALLOC)";
+const CHANGE: &str = "bpf: Let array maps take BPF_F_NO_PREALLOC";
+const TEST: &str = "selftests/bpf: Test an array map with BPF_F_NO_PREALLOC";
+const TEST_FILE: &str = "tools/testing/selftests/bpf/prog_tests/array_no_prealloc.c";
+const TEST_SOURCE: &str = include_str!("branch/array_no_prealloc.c");
+
+/// What the repository is made of: the marker holds it, so that an edit
+/// here makes the repository again.
+fn recipe() -> String {
+    [
+        BRANCH,
+        REVERTED,
+        MASK,
+        MASK_AFTER,
+        CHANGE,
+        TEST,
+        TEST_FILE,
+        TEST_SOURCE,
+    ]
+    .join("\n")
+}
 
 /// The kernel cache, as the harness finds it.
 fn cache() -> PathBuf {
@@ -65,7 +88,8 @@ fn git(repo: &Path, args: &[&str]) {
 /// is whole.
 fn repository() -> PathBuf {
     let repo = cache().join("test-repos/linux-6.12");
-    if repo.join(".git/bpflab-complete").is_file() {
+    let marker = |r: &Path| r.join(".git/bpflab-complete");
+    if fs::read_to_string(marker(&repo)).is_ok_and(|m| m == recipe()) {
         return repo;
     }
     let making = repo.with_extension("making");
@@ -79,7 +103,7 @@ fn repository() -> PathBuf {
         &["commit", "-q", "--no-verify", "-m", "Linux 6.12"],
     );
     make_branches(&making);
-    fs::write(making.join(".git/bpflab-complete"), "").unwrap();
+    fs::write(marker(&making), recipe()).unwrap();
     let _ = fs::remove_dir_all(&repo);
     fs::rename(&making, &repo).unwrap();
     repo
@@ -120,37 +144,13 @@ fn unpack_tree(to: &Path) {
 fn make_branches(repo: &Path) {
     git(repo, &["checkout", "-q", "-b", BRANCH]);
     let arraymap = repo.join("kernel/bpf/arraymap.c");
-    let mask = "\t BPF_F_PRESERVE_ELEMS | BPF_F_INNER_MAP)";
     let text = fs::read_to_string(&arraymap).unwrap();
-    assert!(text.contains(mask), "arraymap.c's flag mask moved");
-    let text = text.replacen(
-        mask,
-        "\t BPF_F_PRESERVE_ELEMS | BPF_F_INNER_MAP | BPF_F_NO_PREALLOC)",
-        1,
-    );
-    fs::write(&arraymap, text).unwrap();
-    git(
-        repo,
-        &[
-            "commit",
-            "-q",
-            "-a",
-            "-m",
-            "bpf: Let array maps take BPF_F_NO_PREALLOC",
-        ],
-    );
-    let test = "tools/testing/selftests/bpf/prog_tests/array_no_prealloc.c";
-    fs::write(repo.join(test), include_str!("branch/array_no_prealloc.c")).unwrap();
-    git(repo, &["add", "--force", test]);
-    git(
-        repo,
-        &[
-            "commit",
-            "-q",
-            "-m",
-            "selftests/bpf: Test an array map with BPF_F_NO_PREALLOC",
-        ],
-    );
+    assert!(text.contains(MASK), "arraymap.c's flag mask moved");
+    fs::write(&arraymap, text.replacen(MASK, MASK_AFTER, 1)).unwrap();
+    git(repo, &["commit", "-q", "-a", "-m", CHANGE]);
+    fs::write(repo.join(TEST_FILE), TEST_SOURCE).unwrap();
+    git(repo, &["add", "--force", TEST_FILE]);
+    git(repo, &["commit", "-q", "-m", TEST]);
     git(repo, &["checkout", "-q", "-b", REVERTED]);
     git(repo, &["revert", "--no-edit", "HEAD~1"]);
     git(repo, &["checkout", "-q", BRANCH]);

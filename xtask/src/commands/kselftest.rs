@@ -16,6 +16,11 @@ use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let llvm = args.llvm.choose()?;
+    let why = match args.llvm.llvm {
+        Some(_) => "--llvm",
+        None => "the newest installed, 18 or later, else 19; --llvm N to choose",
+    };
+    crate::status!("kselftest", "LLVM {} ({why})", llvm.0);
     // One check, so one error names everything missing.
     let mut deps = hostdeps::kernel_build(&source);
     deps.extend(hostdeps::kselftest(llvm.0));

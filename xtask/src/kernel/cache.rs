@@ -68,6 +68,16 @@ impl Cache {
         })
     }
 
+    /// The lock of the tree `name` of the source `key` if no run holds
+    /// it: for a seed, which does without rather than wait (two runs
+    /// seeding from each other's trees would wait forever).
+    pub fn try_lock_tree(&self, key: &str, name: &str) -> Result<Option<TreeLock>> {
+        let path = tree_lock_path(&self.root, key, name);
+        let dir = path.parent().expect("locks/<source>");
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(try_take(&path)?.map(|file| TreeLock { _file: file }))
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -100,14 +110,33 @@ pub fn tree_in_use(cache: &Path, key: &str, name: &str) -> bool {
 }
 
 /// Takes the lock at `path` (of `what`, named when waiting for it).
-fn take(path: &Path, what: &str) -> Result<File> {
-    let mut lock = OpenOptions::new()
+fn open_lock(path: &Path) -> Result<File> {
+    OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .open(path)
-        .with_context(|| format!("opening the lock {}", path.display()))?;
+        .with_context(|| format!("opening the lock {}", path.display()))
+}
+
+/// The lock at `path`, or None if another run holds it.
+fn try_take(path: &Path) -> Result<Option<File>> {
+    let mut lock = open_lock(path)?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Ok(None),
+        Err(fs::TryLockError::Error(err)) => {
+            return Err(err).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+    lock.set_len(0)?;
+    writeln!(lock, "pid {}", std::process::id())?;
+    Ok(Some(lock))
+}
+
+fn take(path: &Path, what: &str) -> Result<File> {
+    let mut lock = open_lock(path)?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {

@@ -351,7 +351,9 @@ pub fn archive_once(repo: &Path, commit: &str, dir: &Path) -> Result<PathBuf> {
 
 /// `git archive` of `commit` piped into `tar -x` in `dir`: no archive on
 /// disk (writing one, 1.4 GB for a kernel tree, then reading it back had
-/// cost 55 s of a 7 s unpacking here).
+/// cost 55 s of a 7 s unpacking here). tar's failure is told first: git
+/// then dies of the broken pipe. git's stderr is not read (it could fill
+/// the pipe while tar runs); the commit was resolved before.
 fn unpack_archive(repo: &Path, commit: &str, dir: &Path) -> Result<()> {
     use std::process::{Command, Stdio};
     let mut git = Command::new("git")
@@ -359,7 +361,7 @@ fn unpack_archive(repo: &Path, commit: &str, dir: &Path) -> Result<()> {
         .arg(repo)
         .args(["archive", "--format=tar", commit])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .context("running git archive")?;
     let archive = git.stdout.take().context("git archive's output")?;
@@ -370,20 +372,16 @@ fn unpack_archive(repo: &Path, commit: &str, dir: &Path) -> Result<()> {
         .stdin(archive)
         .output()
         .context("running tar -x")?;
-    let git = git.wait_with_output().context("waiting for git archive")?;
-    if !git.status.success() {
-        bail!(
-            "git archive {commit} in {}: {}",
-            repo.display(),
-            String::from_utf8_lossy(&git.stderr).trim()
-        );
-    }
+    let git = git.wait().context("waiting for git archive")?;
     if !tar.status.success() {
         bail!(
             "unpacking git archive {commit} into {}: {}",
             dir.display(),
             String::from_utf8_lossy(&tar.stderr).trim()
         );
+    }
+    if !git.success() {
+        bail!("git archive {commit} in {} failed ({git})", repo.display());
     }
     Ok(())
 }

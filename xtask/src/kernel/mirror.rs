@@ -41,6 +41,7 @@ pub fn sync(src: &Path, dst: &Path, keep: &HashSet<PathBuf>) -> Result<SyncRepor
         keep,
         untracked: &|_| false,
         fresh_copies: false,
+        relink_same: false,
     };
     sync_with(src, dst, &keeps)
 }
@@ -60,6 +61,28 @@ pub fn sync_for_builds_inside(
         keep: &HashSet::new(),
         untracked: outputs,
         fresh_copies: true,
+        relink_same: false,
+    };
+    sync_with(src, dst, &keeps)
+}
+
+/// [`sync_for_builds_inside`] for a mirror just made as a copy of
+/// another source's (`kselftest/seed.rs`): its files are links to that
+/// source's tree or copies with that build's mtimes. One with the bytes
+/// of `src`'s and an mtime no older than it becomes a link to `src`'s
+/// (make sees nothing newer, and later syncs compare inodes, not the
+/// bytes of every file). Only here: a copy a sync made because its
+/// source changed must keep its new mtime until make has run.
+pub fn sync_after_seed(
+    src: &Path,
+    dst: &Path,
+    outputs: &dyn Fn(&Path) -> bool,
+) -> Result<SyncReport> {
+    let keeps = Keeps {
+        keep: &HashSet::new(),
+        untracked: outputs,
+        fresh_copies: true,
+        relink_same: true,
     };
     sync_with(src, dst, &keeps)
 }
@@ -163,37 +186,75 @@ fn link_dir(
             }
         } else {
             let dst_meta = fs::symlink_metadata(&dst).ok();
-            let same = dst_meta.as_ref().is_some_and(|m| {
-                if m.ino() == meta.ino() && m.dev() == meta.dev() {
-                    return true;
+            match file_state((&src, &meta), (&dst, dst_meta.as_ref()), keeps) {
+                FileState::Same => report.unchanged += 1,
+                FileState::SameBytesNoNewer => {
+                    remove_any(&dst)?;
+                    link_or_copy(&src, &dst)?;
+                    report.unchanged += 1;
                 }
-                if keeps.fresh_copies {
-                    // A copy of ours: only its bytes say whether it is
-                    // still the source's (its mtime is its own).
-                    return same_contents(&src, &dst);
+                FileState::Differs if keeps.fresh_copies && dst_meta.is_some() => {
+                    remove_any(&dst)?;
+                    fs::copy(&src, &dst).with_context(|| format!("copying {}", src.display()))?;
+                    report.linked += 1;
                 }
-                // Where links were not possible and the file was copied
-                // with its mtime: the same size and mtime.
-                (m.dev() != meta.dev() || m.nlink() == 1)
-                    && m.size() == meta.size()
-                    && m.mtime() == meta.mtime()
-                    && m.mtime_nsec() == meta.mtime_nsec()
-            });
-            let existed = dst_meta.is_some();
-            if same {
-                report.unchanged += 1;
-            } else if keeps.fresh_copies && existed {
-                remove_any(&dst)?;
-                fs::copy(&src, &dst).with_context(|| format!("copying {}", src.display()))?;
-                report.linked += 1;
-            } else {
-                remove_any(&dst)?;
-                link_or_copy(&src, &dst)?;
-                report.linked += 1;
+                FileState::Differs => {
+                    remove_any(&dst)?;
+                    link_or_copy(&src, &dst)?;
+                    report.linked += 1;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// A mirror's file against its source's.
+enum FileState {
+    /// The source's file (its inode, or a copy with its size and mtime).
+    Same,
+    /// Right after a seed ([`sync_after_seed`]): a copy or another
+    /// tree's link with the source's bytes and an mtime no older than
+    /// the source's.
+    SameBytesNoNewer,
+    Differs,
+}
+
+fn file_state(
+    (src, meta): (&Path, &fs::Metadata),
+    (dst, dst_meta): (&Path, Option<&fs::Metadata>),
+    keeps: &Keeps,
+) -> FileState {
+    let Some(m) = dst_meta else {
+        return FileState::Differs;
+    };
+    if m.ino() == meta.ino() && m.dev() == meta.dev() {
+        return FileState::Same;
+    }
+    if keeps.fresh_copies {
+        // A copy of ours: only its bytes say whether it is still the
+        // source's (its mtime is its own).
+        if !same_contents(src, dst) {
+            return FileState::Differs;
+        }
+        let no_newer = (meta.mtime(), meta.mtime_nsec()) <= (m.mtime(), m.mtime_nsec());
+        return if keeps.relink_same && no_newer && m.dev() == meta.dev() {
+            FileState::SameBytesNoNewer
+        } else {
+            FileState::Same
+        };
+    }
+    // Where links were not possible and the file was copied with its
+    // mtime: the same size and mtime.
+    let copied = (m.dev() != meta.dev() || m.nlink() == 1)
+        && m.size() == meta.size()
+        && m.mtime() == meta.mtime()
+        && m.mtime_nsec() == meta.mtime_nsec();
+    if copied {
+        FileState::Same
+    } else {
+        FileState::Differs
+    }
 }
 
 /// What a sync leaves alone, and how it replaces a changed file.
@@ -201,6 +262,7 @@ struct Keeps<'a> {
     keep: &'a HashSet<PathBuf>,
     untracked: &'a dyn Fn(&Path) -> bool,
     fresh_copies: bool,
+    relink_same: bool,
 }
 
 fn prune_dir(

@@ -247,10 +247,9 @@ pub fn hold(args: &SourceConfig, names: &[&str]) -> Result<Held> {
 
 /// The work directory `name` of another source in the cache that holds
 /// `done` (a path in it), the one whose `done` is newest, held; for a
-/// first build of `args`'s to start from a copy of it. The caller may
-/// hold its own source's locks: a directory is taken only once built,
-/// and a run seeds only a directory of its own that is not, so two runs
-/// never wait for each other's.
+/// first build of `args`'s to start from a copy of it. None when there is
+/// none, or a run holds it: a seed does without rather than wait, so two
+/// runs seeding from each other's never wait for each other.
 pub fn hold_other_work(
     args: &SourceConfig,
     name: &str,
@@ -258,11 +257,15 @@ pub fn hold_other_work(
 ) -> Result<Option<(PathBuf, Held)>> {
     in_cache(args, || {
         let Opened { mut cache, key, .. } = open(args, None)?;
+        cache.release();
         let sources = cache.root().join("sources");
         let Some(other) = newest_other(&sources, &key, &Path::new(name).join(done))? else {
             return Ok(None);
         };
-        let held = lock_trees(&mut cache, &other, &[name])?;
+        let Some(lock) = cache.try_lock_tree(&other, name)? else {
+            return Ok(None);
+        };
+        let held = Held { _trees: vec![lock] };
         Ok(Some((sources.join(other).join(name), held)))
     })
 }
@@ -331,8 +334,8 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
             Flavor::Variant(v) => series.variant(v),
             Flavor::Base => None,
         };
-        if let Some(other) = &other_base {
-            seed::from_other_base(other, spec, &path)?;
+        if let Some(other) = other_base {
+            seed::from_other_base(other, spec, &path);
         }
         if let (Some(b), Some(v)) = (&before, variant) {
             let touched = series.upto(v).touched_files();

@@ -100,55 +100,87 @@ pub struct OtherBase {
 /// For the first build of base from a branch's source (a new base commit:
 /// a branch made or rebased), the newest build of the same kernel as base
 /// of another source, held. The pristine tree, the cache's own copy, is
-/// aligned with that source's (a file with the same bytes takes its
+/// aligned with that base tree (a file with the same bytes takes its
 /// mtime, any other the time now) before base mirrors it, so that make
 /// rebuilds what the two bases differ in (through ccache, about 80 s
-/// here for a tree that differs in nothing, against seconds). None when
-/// base is built already or no other source has it.
+/// here for a tree that differs in nothing, against seconds). Only while
+/// the source has no build at all (an earlier seed's objects would be
+/// judged by another source's mtimes), and only from a tree no run
+/// holds: a seed does without rather than wait. A seed is a speed-up:
+/// one that fails is said, and the build starts from nothing.
 pub fn other_base(
     cache: &Cache,
     key: &str,
     spec: &KernelSpec,
     pristine: &Path,
 ) -> Result<Option<OtherBase>> {
-    let build = Path::new(Flavor::Base.name()).join(spec.build_dir_name());
-    if spec.flavor != Flavor::Base || cache.source_dir(key).join(&build).exists() {
+    let base = Flavor::Base.name();
+    if spec.flavor != Flavor::Base || has_a_build(&cache.source_dir(key))? {
         return Ok(None);
     }
-    let built = build.join("vmlinux");
+    let built = Path::new(base).join(spec.build_dir_name()).join("vmlinux");
     let sources = cache.root().join("sources");
     let Some(other) = super::newest_other(&sources, key, &built)? else {
         return Ok(None);
     };
-    let lock = cache.lock_tree(&other, Flavor::Base.name())?;
-    let dir = cache.source_dir(&other);
-    if !dir.join(&built).is_file() {
+    let Some(lock) = cache.try_lock_tree(&other, base)? else {
+        return Ok(None);
+    };
+    let tree = cache.source_dir(&other).join(base);
+    if !tree.join(spec.build_dir_name()).join("vmlinux").is_file() {
         return Ok(None);
     }
     crate::status!(
         "base",
         "a first build for this source: starting from {}",
-        dir.join(&build).display()
+        tree.join(spec.build_dir_name()).display()
     );
-    let differ = align_tree(&dir.join("pristine"), pristine, Path::new(""))?;
-    crate::status!(
-        "base",
-        "{differ} file(s) differ from it: what includes them is rebuilt"
-    );
-    Ok(Some(OtherBase {
-        tree: dir.join(Flavor::Base.name()),
-        _lock: lock,
-    }))
+    match align_tree(&tree, pristine, Path::new("")) {
+        Ok(differ) => {
+            crate::status!(
+                "base",
+                "{differ} file(s) differ from it: what includes them is rebuilt"
+            );
+            Ok(Some(OtherBase { tree, _lock: lock }))
+        }
+        Err(e) => {
+            crate::status!("base", "no seed ({e:#}); building from nothing");
+            Ok(None)
+        }
+    }
 }
 
-/// Copies `other`'s build into base's `tree`.
-pub fn from_other_base(other: &OtherBase, spec: &KernelSpec, tree: &Path) -> Result<()> {
+/// Whether any tree of the source in `dir` has a build directory.
+fn has_a_build(dir: &Path) -> Result<bool> {
+    let Some(trees) = crate::util::gone_is_none(fs::read_dir(dir))? else {
+        return Ok(false);
+    };
+    for tree in trees.flatten() {
+        let Ok(entries) = fs::read_dir(tree.path()) else {
+            continue;
+        };
+        if entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("_build"))
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Copies `other`'s build into base's `tree` (then lets `other` go); a
+/// copy that fails is said, and base builds from nothing.
+pub fn from_other_base(other: OtherBase, spec: &KernelSpec, tree: &Path) {
     let name = spec.build_dir_name();
-    copy_build(
+    if let Err(e) = copy_build(
         &other.tree.join(&name),
         &tree.join(&name),
         (&other.tree, tree),
-    )
+    ) {
+        crate::status!("base", "no seed ({e:#}); building from nothing");
+        let _ = fs::remove_dir_all(tree.join(&name).with_extension("copying"));
+    }
 }
 
 /// Gives each file under `tree/rel` the mtime of the same file under
@@ -238,6 +270,19 @@ fn copy_build(from: &Path, to: &Path, roots: (&Path, &Path)) -> Result<()> {
 /// make would take every command for changed and rebuild them, and with
 /// objtool every object. Pointed at the copy (mtimes kept), they stand.
 fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
+    rebase_paths(dir, (from, to), &|p| {
+        p.extension().is_some_and(|e| e == "cmd")
+    })
+}
+
+/// In the files under `dir` that `wanted` takes, the path `from` becomes
+/// `to`, their mtimes kept: a copied build's records of commands and
+/// dependencies then name the copy.
+pub fn rebase_paths(
+    dir: &Path,
+    (from, to): (&Path, &Path),
+    wanted: &dyn Fn(&Path) -> bool,
+) -> Result<()> {
     let (old, new) = (format!("{}/", from.display()), format!("{}/", to.display()));
     let Some(entries) = crate::util::gone_is_none(std::fs::read_dir(dir))? else {
         return Ok(());
@@ -245,14 +290,15 @@ fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
     for entry in entries {
         let path = entry?.path();
         if path.is_dir() {
-            rebase_tool_commands(&path, from, to)?;
+            rebase_paths(&path, (from, to), wanted)?;
             continue;
         }
-        if path.extension().is_none_or(|e| e != "cmd") {
+        if !wanted(&path) {
             continue;
         }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
         if !text.contains(&old) {
             continue;
         }
@@ -267,6 +313,21 @@ fn rebase_tool_commands(dir: &Path, from: &Path, to: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_with_any_build_is_not_seeded_again() {
+        let t = crate::util::tempdir();
+        assert!(!has_a_build(&t.join("none")).unwrap());
+        std::fs::create_dir_all(t.join("pristine/kernel")).unwrap();
+        std::fs::create_dir_all(t.join("kselftest/tree")).unwrap();
+        assert!(!has_a_build(&t).unwrap());
+        std::fs::create_dir_all(t.join("lazy-flag/_build-bpfci")).unwrap();
+        assert!(
+            has_a_build(&t).unwrap(),
+            "a variant's build of another config"
+        );
+        std::fs::remove_dir_all(&t).unwrap();
+    }
 
     #[test]
     fn a_tree_takes_the_other_s_mtimes_where_the_bytes_are_the_same() {

@@ -38,6 +38,14 @@ pub const TEST_MODULES: &[&str] = &[
 pub const SELFTESTS_DIR: &str = "tools/testing/selftests/bpf";
 /// The mirror make builds in, in a work directory.
 pub const TREE: &str = "tree";
+/// The file in a work directory that names the tree its mirror is of.
+pub const MIRRORED_FROM: &str = "mirrored-from";
+
+/// What a sync of the mirror keeps when the source lacks it: make's
+/// outputs, all inside the selftests directory.
+pub fn is_output(rel: &Path) -> bool {
+    rel.starts_with(SELFTESTS_DIR)
+}
 
 /// A kernel we built: its source tree, its build directory and vmlinux.
 #[derive(Debug, Clone)]
@@ -144,9 +152,12 @@ pub fn test_progs(
         );
     }
     let tree = work.join(TREE);
-    let outputs = |p: &Path| p.starts_with(SELFTESTS_DIR);
-    mirror::sync_for_builds_inside(source, &tree, &outputs)
+    mirror::sync_for_builds_inside(source, &tree, &is_output)
         .with_context(|| format!("mirroring {} for the selftests", source.display()))?;
+    write_atomic(
+        &work.join(MIRRORED_FROM),
+        source.display().to_string().as_bytes(),
+    )?;
     let selftests = tree.join(SELFTESTS_DIR);
     let out = selftests.clone();
     let btf_id = identity(&btf.vmlinux)?;

@@ -54,16 +54,22 @@ pub fn parse_version(text: &str) -> Result<u32, String> {
     Ok(n)
 }
 
-/// The versions `lib` holds a clang of (`llvm-N/bin/clang`), newest
-/// first; a directory without clang (a leftover of llvm-N-tools, say)
-/// holds none.
+/// The versions `lib` holds a whole toolchain of (`llvm-N/bin/` with
+/// clang, ld.lld and llc, what the selftests' Makefile calls), newest
+/// first; a directory without one of them (a leftover of llvm-N-tools, a
+/// clang without lld) holds none.
 pub fn installed(lib: &Path) -> Vec<u32> {
     let mut found: Vec<u32> = fs::read_dir(lib)
         .map(|rd| rd.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
         .unwrap_or_default()
         .iter()
         .filter_map(|name| name.to_str()?.strip_prefix("llvm-")?.parse().ok())
-        .filter(|n| lib.join(format!("llvm-{n}/bin/clang")).is_file())
+        .filter(|n| {
+            let bin = lib.join(format!("llvm-{n}/bin"));
+            ["clang", "ld.lld", "llc"]
+                .iter()
+                .all(|t| bin.join(t).is_file())
+        })
         .collect();
     found.sort_unstable_by(|a, b| b.cmp(a));
     found
@@ -119,12 +125,17 @@ mod tests {
         for (dir, clang) in [("llvm-14", false), ("llvm-19", true), ("llvm-20", true)] {
             fs::create_dir_all(lib.join(dir).join("bin")).unwrap();
             if clang {
-                fs::write(lib.join(dir).join("bin/clang"), "").unwrap();
+                for tool in ["clang", "ld.lld", "llc"] {
+                    fs::write(lib.join(dir).join("bin").join(tool), "").unwrap();
+                }
             }
         }
         fs::create_dir_all(lib.join("llvm-x/bin")).unwrap();
         fs::write(lib.join("llvm-x/bin/clang"), "").unwrap();
         fs::write(lib.join("llvm-21"), "").unwrap();
+        // A clang without lld is no toolchain.
+        fs::create_dir_all(lib.join("llvm-22/bin")).unwrap();
+        fs::write(lib.join("llvm-22/bin/clang"), "").unwrap();
         assert_eq!(installed(&lib), [20, 19]);
         assert_eq!(installed(&lib.join("none")), Vec::<u32>::new());
         fs::remove_dir_all(lib).unwrap();

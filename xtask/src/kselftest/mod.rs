@@ -161,9 +161,9 @@ pub fn build_for(
             ),
         })
         .collect::<Result<Vec<_>>>()?;
-    // The tree and BTF test_progs is built from: the plain kernel of one
-    // variant, the same whichever kernels run, so that switching kernels
-    // never rebuilds it. CO-RE adapts it to every kernel, and a debug run
+    // The tree and BTF test_progs is built from: the plain kernel of base
+    // or of one variant (`test_progs_flavor`), the same whichever kernels
+    // run, so that switching kernels never rebuilds it. CO-RE adapts it to every kernel, and a debug run
     // reuses the plain build rather than make its own.
     let series = Series::load(&source.patches)?;
     let spec = KernelSpec {
@@ -192,7 +192,7 @@ pub fn build_for(
     let _held = kernel::hold(source, &names)?;
     say_which_tree(&series, &btf);
     if !seed::is_built(&work) {
-        seed::from_other(source, &work, &work_name)?;
+        seed::from_other(source, (&work, &work_name), &btf.tree)?;
     }
     let make = MakeOptions {
         jobs: source.jobs,

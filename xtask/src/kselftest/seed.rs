@@ -4,10 +4,14 @@
 //! and a build from nothing compiles every BPF object again (minutes per
 //! runner). The copy's kernel sources are links to the other tree's
 //! files and the selftests directory, which make writes into, a copy with
-//! its mtimes; the mirror's sync (`mirror::sync_for_builds_inside`) then
-//! makes each file whose bytes differ in the new tree a copy with a new
-//! mtime, so make rebuilds what depends on it and nothing else. vmlinux.h
-//! is rewritten by the Makefile only when its text differs.
+//! its mtimes; the other source's own selftests files that this tree
+//! lacks (a test only its branch has) go, and the records of commands and
+//! dependencies are made to name the copy. The first sync
+//! (`mirror::sync_after_seed`) then links each file with the same bytes
+//! to this tree's and makes each that differs a copy with a new mtime, so
+//! make rebuilds what depends on it and nothing else; vmlinux.h is
+//! rewritten by the Makefile only when its text differs. A seed is a
+//! speed-up: when it cannot be made, the build starts from nothing.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,8 +20,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::build::{SELFTESTS_DIR, TREE};
-use crate::kernel::{self, SourceConfig};
+use super::build::{is_output, MIRRORED_FROM, SELFTESTS_DIR, TREE};
+use crate::kernel::{self, mirror, SourceConfig};
 
 /// The file that says a work directory holds a build: test_progs.
 pub fn built_marker() -> PathBuf {
@@ -30,28 +34,83 @@ pub fn is_built(work: &Path) -> bool {
 }
 
 /// Makes `work` (named `name`, of `source`, held by the caller, not
-/// built) a copy of the newest build of another source, when there is
-/// one. Whether it copied.
-pub fn from_other(source: &SourceConfig, work: &Path, name: &str) -> Result<bool> {
+/// built) a copy of the newest build of another source that no run
+/// holds, synced with `tree`, the tree test_progs is built from. Whether
+/// it did; a seed that fails is said and left, not an error.
+pub fn from_other(source: &SourceConfig, (work, name): (&Path, &str), tree: &Path) -> Result<bool> {
     let Some((from, _held)) = kernel::hold_other_work(source, name, &built_marker())? else {
         return Ok(false);
     };
-    if !is_built(&from) {
+    let Some(other_tree) = mirrored_from(&from) else {
         return Ok(false);
-    }
+    };
     crate::status!(
         "kselftest",
         "a first build for this source: starting from {}",
         from.display()
     );
     let started = Instant::now();
-    copy_tree(&from.join(TREE), &work.join(TREE))?;
-    crate::status!(
-        "kselftest",
-        "copied in {:.0?}; what differs is rebuilt",
-        started.elapsed()
-    );
-    Ok(true)
+    let copy = work.join(TREE);
+    match seed(&from, (&copy, tree), &other_tree) {
+        Ok(()) => {
+            crate::status!(
+                "kselftest",
+                "seeded in {:.0?}; what differs is rebuilt",
+                started.elapsed()
+            );
+            Ok(true)
+        }
+        Err(e) => {
+            crate::status!("kselftest", "no seed ({e:#}); building from nothing");
+            remove_if_there(&copy)?;
+            Ok(false)
+        }
+    }
+}
+
+/// The tree the build in `work` was made from, if it is still there.
+fn mirrored_from(work: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string(work.join(MIRRORED_FROM)).ok()?;
+    let tree = PathBuf::from(text.trim());
+    tree.join(SELFTESTS_DIR).is_dir().then_some(tree)
+}
+
+/// `copy`, made from `from`'s tree (a mirror of `other_tree`), then
+/// synced with `tree`.
+fn seed(from: &Path, (copy, tree): (&Path, &Path), other_tree: &Path) -> Result<()> {
+    copy_tree(&from.join(TREE), copy)?;
+    drop_other_sources(other_tree, tree, copy, Path::new(SELFTESTS_DIR))?;
+    let records = |p: &Path| {
+        let name = p
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        name.ends_with(".d") || name.ends_with(".cmd")
+    };
+    let old = from.join(TREE);
+    kernel::seed::rebase_paths(&copy.join(SELFTESTS_DIR), (&old, copy), &records)?;
+    mirror::sync_after_seed(tree, copy, &is_output)
+        .with_context(|| format!("syncing {} with {}", copy.display(), tree.display()))?;
+    Ok(())
+}
+
+/// Removes from `copy` each file under `rel` that `other_tree` has and
+/// `tree` lacks: a source of the other's (a test only its branch has),
+/// which the sync would keep as an output.
+fn drop_other_sources(other_tree: &Path, tree: &Path, copy: &Path, rel: &Path) -> Result<()> {
+    let dir = other_tree.join(rel);
+    for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let rel = rel.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            drop_other_sources(other_tree, tree, copy, &rel)?;
+        } else if fs::symlink_metadata(tree.join(&rel)).is_err() {
+            let stale = copy.join(&rel);
+            if fs::symlink_metadata(&stale).is_ok() {
+                fs::remove_file(&stale).with_context(|| format!("removing {}", stale.display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `to` (replaced) as a copy of `from`: links outside the selftests
@@ -107,16 +166,19 @@ mod tests {
 
     use super::*;
 
+    fn write(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
     #[test]
     fn a_seeded_tree_links_the_kernel_sources_and_copies_the_selftests() {
         let dir = crate::util::tempdir();
         let (from, to) = (dir.join("from"), dir.join("work/tree"));
         let source = from.join("kernel/bpf/arraymap.c");
         let output = from.join(SELFTESTS_DIR).join("test_progs.o");
-        for (path, text) in [(&source, "int x;"), (&output, "ELF")] {
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(path, text).unwrap();
-        }
+        write(&source, "int x;");
+        write(&output, "ELF");
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
         crate::util::set_mtime(&output, old).unwrap();
         copy_tree(&from, &to).unwrap();
@@ -133,6 +195,43 @@ mod tests {
         assert_ne!(copied.ino(), meta(&output).ino(), "make writes the copy");
         assert_eq!(copied.mtime(), meta(&output).mtime(), "so make keeps it");
         assert!(!to.join("stale").exists() && !to.with_extension("seeding").exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_seed_keeps_no_test_of_the_other_branch_and_names_itself_in_its_records() {
+        let dir = crate::util::tempdir();
+        let (other, ours) = (dir.join("other-src"), dir.join("our-src"));
+        let (from, copy) = (dir.join("other-work"), dir.join("work/tree"));
+        let theirs = format!("{SELFTESTS_DIR}/prog_tests/theirs.c");
+        let shared = format!("{SELFTESTS_DIR}/prog_tests/shared.c");
+        for (root, files) in [(&other, vec![&theirs, &shared]), (&ours, vec![&shared])] {
+            for f in files {
+                write(&root.join(f), "void test_x(void) {}");
+            }
+        }
+        // The other work directory: its mirror, an output, a record.
+        for f in [&theirs, &shared] {
+            write(&from.join(TREE).join(f), "void test_x(void) {}");
+        }
+        let record = from.join(TREE).join(SELFTESTS_DIR).join("shared.test.d");
+        let dep = format!(
+            "{}/{SELFTESTS_DIR}/shared.test.o: x.h\n",
+            from.join(TREE).display()
+        );
+        write(&record, &dep);
+        seed(&from, (&copy, &ours), &other).unwrap();
+        assert!(!copy.join(&theirs).exists(), "the other branch's test went");
+        assert!(copy.join(&shared).is_file());
+        let rewritten = fs::read_to_string(copy.join(SELFTESTS_DIR).join("shared.test.d")).unwrap();
+        let ours_dep = format!("{}/{SELFTESTS_DIR}/shared.test.o: x.h\n", copy.display());
+        assert_eq!(rewritten, ours_dep);
+        let linked = fs::metadata(copy.join(&shared)).unwrap().ino();
+        assert_eq!(
+            linked,
+            fs::metadata(ours.join(&shared)).unwrap().ino(),
+            "same bytes: a link"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

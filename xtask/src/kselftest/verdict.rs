@@ -46,12 +46,16 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
     };
     if !broken.is_empty() {
         // A new test failing where its change is says the change (or the
-        // test) is wrong, not the VM.
-        let fix = if held.new.is_empty() {
-            "fix what the VM lacks, or move a test to kselftest/DENYLIST with why"
-        } else {
-            "a test --new-on names must pass on its variant and the ones after it, and fail on those before: fix the change or the test, or name the variant it is new in"
-        };
+        // test) is wrong, not the VM; the advice goes by the rows broken.
+        let about_new = |b: &String| held.new.iter().any(|t| b.contains(&format!(":{t}")));
+        let mut fixes = Vec::new();
+        if broken.iter().any(|b| !about_new(b)) {
+            fixes.push("fix what the VM lacks, or move a test to kselftest/DENYLIST with why");
+        }
+        if broken.iter().any(about_new) {
+            fixes.push("a test --new-on names must pass on its variant and the ones after it, and fail on those before: fix the change or the test, or name the variant it is new in");
+        }
+        let fix = fixes.join("; ");
         verdict.push(format!(
             "FAIL: the tests run must pass on every kernel (the default set, or -t's; --new-on exempts the kernels without the named tests' variant), and skip on no variant where base runs them: {}; {fix}",
             broken.join("; ")

@@ -19,7 +19,7 @@ pub(super) fn check(source: &SourceConfig, boot: &BootConfig) -> Result<()> {
         match kernel::expand_word(word, &series) {
             Some(flavors) => {
                 for flavor in &flavors {
-                    held_to(word, flavor, boot.claim.as_deref())?;
+                    held_to(word, flavor, (boot.claim.as_deref(), is_branch(source)))?;
                 }
             }
             None => {
@@ -32,17 +32,28 @@ pub(super) fn check(source: &SourceConfig, boot: &BootConfig) -> Result<()> {
 
 /// The targets with the plan kernel each is held to as its flavor, which
 /// the guest reads.
-pub(super) fn hold(targets: &mut [Target], claim: Option<&str>) -> Result<()> {
+pub(super) fn hold(
+    targets: &mut [Target],
+    source: &SourceConfig,
+    claim: Option<&str>,
+) -> Result<()> {
     for t in targets {
-        t.flavor = held_to(&t.name, &t.flavor, claim)?;
+        t.flavor = held_to(&t.name, &t.flavor, (claim, is_branch(source)))?;
     }
     Ok(())
 }
 
+/// A branch's variants are the developer's whatever their names: a branch
+/// `dev/prefault` is not this series' prefault.
+fn is_branch(source: &SourceConfig) -> bool {
+    source.git.is_some()
+}
+
 /// The plan kernel `flavor` (named by the `--kernel` word `word`) is held
-/// to: its own when the plan knows it, else the claim.
-fn held_to(word: &str, flavor: &Flavor, claim: Option<&str>) -> Result<Flavor> {
-    if PLAN_KERNELS.contains(&flavor.name()) {
+/// to: its own when the plan knows it (base always; a variant unless it
+/// is a branch's), else the claim.
+fn held_to(word: &str, flavor: &Flavor, (claim, branch): (Option<&str>, bool)) -> Result<Flavor> {
+    if flavor.is_base() || (!branch && PLAN_KERNELS.contains(&flavor.name())) {
         return Ok(flavor.clone());
     }
     let Some(claim) = claim else {
@@ -82,15 +93,28 @@ mod tests {
 
     #[test]
     fn the_series_variants_are_held_to_their_own_and_others_to_the_claim() {
-        let own = |name: &str, claim| held_to(name, &Flavor::from_name(name), claim).unwrap();
+        let held =
+            |name: &str, claim, branch| held_to(name, &Flavor::from_name(name), (claim, branch));
         for name in PLAN_KERNELS {
-            assert_eq!(own(name, None).name(), name);
+            assert_eq!(held(name, None, false).unwrap().name(), name);
             // --claim is for kernels the plan does not know.
-            assert_eq!(own(name, Some("base")).name(), name);
+            assert_eq!(held(name, Some("base"), false).unwrap().name(), name);
         }
+        // A branch's variant is the developer's, whatever its name.
+        assert!(
+            held("prefault", None, true).is_err(),
+            "a branch dev/prefault"
+        );
+        assert_eq!(held("prefault", Some("base"), true).unwrap(), Flavor::Base);
+        assert_eq!(held("base", None, true).unwrap(), Flavor::Base);
         let lazy = Flavor::from_name("lazy-flag");
-        assert_eq!(held_to("all", &lazy, Some("base")).unwrap(), Flavor::Base);
-        let err = held_to("all", &lazy, None).unwrap_err().to_string();
+        assert_eq!(
+            held_to("all", &lazy, (Some("base"), false)).unwrap(),
+            Flavor::Base
+        );
+        let err = held_to("all", &lazy, (None, false))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("--kernel all (lazy-flag): the plan knows"),
             "{err}"
@@ -102,7 +126,14 @@ mod tests {
             debug: true,
             vmlinux: None,
         }];
-        hold(&mut ran, Some("prefault")).unwrap();
+        let source = crate::kernel::SourceConfig {
+            kernel_src: None,
+            cache_dir: "/nonexistent".into(),
+            patches: "/nonexistent".into(),
+            jobs: 1,
+            git: None,
+        };
+        hold(&mut ran, &source, Some("prefault")).unwrap();
         assert_eq!(ran[0].flavor.name(), "prefault");
     }
 

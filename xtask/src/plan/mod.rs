@@ -114,7 +114,7 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
             ..SessionOptions::default()
         },
     )?;
-    claims::hold(&mut targets, boot.claim.as_deref())?;
+    claims::hold(&mut targets, source, boot.claim.as_deref())?;
     let planned = selection::planned_tests(&options.filters)?;
     inject.check_against(&planned)?;
     let mut runs = Vec::new();

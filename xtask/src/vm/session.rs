@@ -215,7 +215,8 @@ impl Session {
             };
             drop(share);
             let console = read_lossy(&console_log)?.unwrap_or_default();
-            let lacks = boot_log::missing_option(&console, &outcome.end);
+            let ours = target.vmlinux.is_some();
+            let lacks = boot_log::missing_option(&console, &outcome.end, ours);
             if self.boot_again(target, &outcome, died, lacks, &this.spec)? {
                 continue;
             }
@@ -541,6 +542,7 @@ mod tests {
         let proc = boot_log::missing_option(
             "bpflab-init: error: mount proc on /proc: ENODEV\n",
             &VmEnd::Exited { code: Some(0) },
+            true,
         );
         assert!(proc.is_some());
         assert_eq!(share_failure(died(), proc, k), None);
