@@ -57,13 +57,7 @@ pub fn sync_for_builds_inside(
     dst: &Path,
     outputs: &dyn Fn(&Path) -> bool,
 ) -> Result<SyncReport> {
-    let keeps = Keeps {
-        keep: &HashSet::new(),
-        untracked: outputs,
-        fresh_copies: true,
-        relink_same: false,
-    };
-    sync_with(src, dst, &keeps)
+    sync_building(src, dst, outputs, false)
 }
 
 /// [`sync_for_builds_inside`] for a mirror just made as a copy of
@@ -78,11 +72,20 @@ pub fn sync_after_seed(
     dst: &Path,
     outputs: &dyn Fn(&Path) -> bool,
 ) -> Result<SyncReport> {
+    sync_building(src, dst, outputs, true)
+}
+
+fn sync_building(
+    src: &Path,
+    dst: &Path,
+    outputs: &dyn Fn(&Path) -> bool,
+    relink_same: bool,
+) -> Result<SyncReport> {
     let keeps = Keeps {
         keep: &HashSet::new(),
         untracked: outputs,
         fresh_copies: true,
-        relink_same: true,
+        relink_same,
     };
     sync_with(src, dst, &keeps)
 }
