@@ -92,8 +92,10 @@ fn repository() -> PathBuf {
     if fs::read_to_string(marker(&repo)).is_ok_and(|m| m == recipe()) {
         return repo;
     }
-    let making = repo.with_extension("making");
+    // Beside it, renamed when whole (`with_extension` would eat `.12`).
+    let making = repo.parent().unwrap().join("linux-6.12.making");
     let _ = fs::remove_dir_all(&making);
+    fs::create_dir_all(repo.parent().unwrap()).unwrap();
     unpack_tree(&making);
     git(&making, &["init", "-q", "-b", "main"]);
     // --force: Debian's tree ignores its own top level (`/*`).

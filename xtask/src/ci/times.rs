@@ -19,9 +19,12 @@ pub const COLD_RECORD: &str = "docs/ci-times-cold.json";
 /// The base kernel's cold build on the slowest machine of this project
 /// (2026-12-02); a machine's speed is its base build against this.
 pub const SLOWEST_BASE_SECONDS: f64 = 727.0;
-/// What a cold run may take on the slowest machine: 60 of CI's 90
-/// minutes, the rest kept for machines slower still and for growth.
-pub const BUDGET_SECONDS: f64 = 3600.0;
+/// What a cold run may take on the slowest machine: 70 of CI's 90
+/// minutes, the rest kept for machines slower still. It was 60 until the
+/// proof of a developer's branch (issue 38: a git repository of the tree,
+/// its kernels and test_progs, about 4 min cold here) came in with the
+/// cold run at about 62 min (2423 s at 1c72f2a, base 471 s).
+pub const BUDGET_SECONDS: f64 = 4200.0;
 
 /// One step of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -309,7 +312,7 @@ mod tests {
     fn over_the_budget_warns() {
         let record = times(vec![step("build", 3000.0)], 3000.0, Some(500.0));
         let p = project(&record, &record).unwrap();
-        assert!(projection_text(&p, 500.0).contains("WARNING: over the budget of 60 min"));
+        assert!(projection_text(&p, 500.0).contains("WARNING: over the budget of 70 min"));
     }
 
     #[test]

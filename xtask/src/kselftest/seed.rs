@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::build::{is_output, MIRRORED_FROM, SELFTESTS_DIR, TREE};
+use super::build::{is_output, MIRRORED_FROM, SELFTESTS_DIR, TEST_MODULES, TREE};
 use crate::kernel::{self, mirror, SourceConfig};
 
 /// The file that says a work directory holds a build: test_progs.
@@ -80,6 +80,13 @@ fn mirrored_from(work: &Path) -> Option<PathBuf> {
 fn seed(from: &Path, (copy, tree): (&Path, &Path), other_tree: &Path) -> Result<()> {
     copy_tree(&from.join(TREE), copy)?;
     drop_other_sources(other_tree, tree, copy, Path::new(SELFTESTS_DIR))?;
+    // The test modules are kbuild's (M=), whose records name the other
+    // tree in more files than its .cmd ones (modules.order, the .mod
+    // lists): built again against each kernel anyway, they start clean.
+    for module in TEST_MODULES {
+        let rel = Path::new(SELFTESTS_DIR).join(module);
+        drop_outputs(tree, copy, &rel)?;
+    }
     let records = |p: &Path| {
         let name = p
             .file_name()
@@ -108,6 +115,26 @@ fn drop_other_sources(other_tree: &Path, tree: &Path, copy: &Path, rel: &Path) -
             if fs::symlink_metadata(&stale).is_ok() {
                 fs::remove_file(&stale).with_context(|| format!("removing {}", stale.display()))?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// Removes from `copy` each file under `rel` that `tree` lacks: what a
+/// build wrote there.
+fn drop_outputs(tree: &Path, copy: &Path, rel: &Path) -> Result<()> {
+    let dir = copy.join(rel);
+    let Some(entries) = crate::util::gone_is_none(fs::read_dir(&dir))? else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        let rel = rel.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            drop_outputs(tree, copy, &rel)?;
+        } else if fs::symlink_metadata(tree.join(&rel)).is_err() {
+            fs::remove_file(entry.path())
+                .with_context(|| format!("removing {}", entry.path().display()))?;
         }
     }
     Ok(())
@@ -214,6 +241,8 @@ mod tests {
         for f in [&theirs, &shared] {
             write(&from.join(TREE).join(f), "void test_x(void) {}");
         }
+        let module_out = format!("{SELFTESTS_DIR}/bpf_testmod/modules.order");
+        write(&from.join(TREE).join(&module_out), "/other/bpf_testmod.o\n");
         let record = from.join(TREE).join(SELFTESTS_DIR).join("shared.test.d");
         let dep = format!(
             "{}/{SELFTESTS_DIR}/shared.test.o: x.h\n",
@@ -222,6 +251,10 @@ mod tests {
         write(&record, &dep);
         seed(&from, (&copy, &ours), &other).unwrap();
         assert!(!copy.join(&theirs).exists(), "the other branch's test went");
+        assert!(
+            !copy.join(&module_out).exists(),
+            "a test module starts clean"
+        );
         assert!(copy.join(&shared).is_file());
         let rewritten = fs::read_to_string(copy.join(SELFTESTS_DIR).join("shared.test.d")).unwrap();
         let ours_dep = format!("{}/{SELFTESTS_DIR}/shared.test.o: x.h\n", copy.display());
