@@ -15,13 +15,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::build::{is_output, MIRRORED_FROM, SELFTESTS_DIR, TEST_MODULES, TREE};
 use crate::kernel::{self, mirror, SourceConfig};
+use crate::util::gone_is_none;
 
 /// The file that says a work directory holds a build: test_progs.
 pub fn built_marker() -> PathBuf {
@@ -124,7 +124,7 @@ fn drop_other_sources(other_tree: &Path, tree: &Path, copy: &Path, rel: &Path) -
 /// build wrote there.
 fn drop_outputs(tree: &Path, copy: &Path, rel: &Path) -> Result<()> {
     let dir = copy.join(rel);
-    let Some(entries) = crate::util::gone_is_none(fs::read_dir(&dir))? else {
+    let Some(entries) = gone_is_none(fs::read_dir(&dir))? else {
         return Ok(());
     };
     for entry in entries {
@@ -150,40 +150,25 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     }
     let work = to.parent().context("a tree has its work directory")?;
     fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
-    cp(&["-al"], from, &making)?;
+    let sh = crate::project::shell()?;
+    xshell::cmd!(sh, "cp -al {from} {making}")
+        .quiet()
+        .run()
+        .with_context(|| format!("linking {} into {}", from.display(), making.display()))?;
     let selftests = making.join(SELFTESTS_DIR);
     fs::remove_dir_all(&selftests)
         .with_context(|| format!("removing the links in {}", selftests.display()))?;
-    cp(&["-a"], &from.join(SELFTESTS_DIR), &selftests)?;
+    let theirs = from.join(SELFTESTS_DIR);
+    xshell::cmd!(sh, "cp -a {theirs} {selftests}")
+        .quiet()
+        .run()
+        .with_context(|| format!("copying {} to {}", theirs.display(), selftests.display()))?;
     fs::rename(&making, to)
         .with_context(|| format!("renaming {} to {}", making.display(), to.display()))
 }
 
 fn remove_if_there(dir: &Path) -> Result<()> {
-    match fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
-}
-
-fn cp(flags: &[&str], from: &Path, to: &Path) -> Result<()> {
-    let out = Command::new("cp")
-        .args(flags)
-        .arg(from)
-        .arg(to)
-        .output()
-        .with_context(|| format!("running cp {}", flags.join(" ")))?;
-    if !out.status.success() {
-        bail!(
-            "cp {} {} {}: {}",
-            flags.join(" "),
-            from.display(),
-            to.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
+    gone_is_none(fs::remove_dir_all(dir)).with_context(|| format!("removing {}", dir.display()))?;
     Ok(())
 }
 
