@@ -473,7 +473,8 @@ pub struct RunArgs {
     )]
     pub kernel: Vec<String>,
     /// What the command is expected to do on a kernel: KERNEL=pass (exit
-    /// 0, no splat) or KERNEL=fail (any other exit), comma-separated;
+    /// 0, no splat) or KERNEL=fail (any other exit: 126 and 127, a
+    /// command not there or not runnable, meet neither), comma-separated;
     /// pass on every kernel not named. Prints a table, writes junit.xml,
     /// and exits 1 when a kernel did otherwise.
     #[arg(long, value_delimiter = ',', value_name = "KERNEL=pass|fail")]

@@ -82,7 +82,7 @@ pub fn judge(ran: Vec<KernelCommand>, expectations: &[(String, Expect)]) -> Vec<
                 .map_or(Expect::Pass, |(_, e)| *e);
             let as_expected = match (expected, &ran.status) {
                 (Expect::Pass, Ok(code)) => *code == 0,
-                (Expect::Fail, Ok(code)) => *code != 0,
+                (Expect::Fail, Ok(code)) => *code != 0 && !not_run(*code),
                 (_, Err(_)) => false,
             };
             Row {
@@ -94,10 +94,18 @@ pub fn judge(ran: Vec<KernelCommand>, expectations: &[(String, Expect)]) -> Vec<
         .collect()
 }
 
+/// The guest's exit statuses, as a shell's, for a command that is not
+/// there (127) or cannot be run (126): the test never ran, so it meets no
+/// expectation to fail (a mistyped path would have "failed" on base).
+fn not_run(code: u8) -> bool {
+    matches!(code, 126 | 127)
+}
+
 /// What a kernel's run gave, in a word or two.
 fn got(ran: &KernelCommand) -> String {
     match &ran.status {
         Ok(0) => "exit 0".to_string(),
+        Ok(code) if not_run(*code) => format!("exit {code}, not run"),
         Ok(code) => format!("exit {code}"),
         Err(_) => "VM failed".to_string(),
     }
@@ -223,10 +231,12 @@ mod tests {
                 ran("patched", Ok(0)),
                 ran("direct", Ok(0)),
                 ran("prefault", Err("panic".into())),
+                ran("adaptive", Ok(127)),
             ],
             &[
                 ("base".into(), Expect::Fail),
                 ("direct".into(), Expect::Fail),
+                ("adaptive".into(), Expect::Fail),
             ],
         );
         let got: Vec<(Expect, bool)> = rows.iter().map(|r| (r.expected, r.as_expected)).collect();
@@ -237,6 +247,8 @@ mod tests {
                 (Expect::Pass, true),
                 (Expect::Fail, false),
                 (Expect::Pass, false),
+                // A command that is not there failed nothing it tests.
+                (Expect::Fail, false),
             ]
         );
         let t = table(&rows);
@@ -247,7 +259,8 @@ mod tests {
             "{t}"
         );
         let j = junit(&rows, "sh -c x");
-        assert!(j.contains("failures=\"1\" errors=\"1\""), "{j}");
+        assert!(j.contains("failures=\"2\" errors=\"1\""), "{j}");
         assert!(j.contains("expected fail, got exit 0"), "{j}");
+        assert!(j.contains("expected fail, got exit 127, not run"), "{j}");
     }
 }
