@@ -420,6 +420,10 @@ pub struct MutantsArgs {
     /// With `--judge fuzz`: the seed, the same for every mutant.
     #[arg(long, value_name = "S", default_value = "1")]
     pub seed: u64,
+    /// Start no new mutant after N minutes: a long list in pieces. The
+    /// ledger keeps what is done, and the same command again goes on.
+    #[arg(long, value_name = "N")]
+    pub minutes: Option<u64>,
     #[command(flatten)]
     pub debug: DebugArg,
 }
@@ -442,6 +446,11 @@ pub struct FuzzArgs {
     /// order is checked (contents, errors, the log).
     #[arg(long, value_name = "T", default_value = "1")]
     pub threads: std::num::NonZeroUsize,
+    /// With one thread: of --seconds, the last ones go to rounds of four
+    /// threads racing faults on shared mappings (default a quarter; 0
+    /// for none; a replay does not race).
+    #[arg(long, value_name = "N")]
+    pub race_seconds: Option<u64>,
     /// Run a reproducer (one operation a line) instead of drawing.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,

@@ -39,7 +39,7 @@ fn window(page: usize, vma: &Range<usize>) -> Range<usize> {
 
 /// The map pages mapped in a row next to `page`: below it (`down`) or
 /// above it, inside `vma`, counted up to FAULT_WINDOW.
-fn mapped_run(present: &BTreeSet<usize>, vma: &Range<usize>, page: usize, down: bool) -> usize {
+pub fn mapped_run(present: &BTreeSet<usize>, vma: &Range<usize>, page: usize, down: bool) -> usize {
     (1..=FAULT_WINDOW)
         .take_while(|&k| {
             let p = if down {

@@ -5,6 +5,9 @@
 //! in sweeps now and then, up or down a mapping, as the growing window
 //! wants them.
 
+use std::collections::VecDeque;
+
+use crate::model::inject::TABLE_PAGES;
 use crate::model::{MapModel, Model, VmaModel, ARENA_PAGES, PAGE, WORDS};
 use crate::op::{Access, Advice, Create, Elem, Mmap, Op, Prot, Range, Remap, Word};
 use crate::rng::Rng;
@@ -29,6 +32,8 @@ struct Sweep {
 pub struct Generator {
     rng: Rng,
     sweep: Option<Sweep>,
+    /// The rest of a scenario, drawn before anything else.
+    queue: VecDeque<Op>,
     /// Whether fork may be drawn (not with other threads running).
     pub forks: bool,
 }
@@ -57,9 +62,10 @@ enum Kind {
     Reopen,
     Drop,
     Skeleton,
+    FailAlloc,
 }
 
-const KINDS: [(Kind, u32); 21] = [
+const KINDS: [(Kind, u32); 22] = [
     (Kind::Create, 3),
     (Kind::Mmap, 8),
     (Kind::Munmap, 3),
@@ -81,6 +87,7 @@ const KINDS: [(Kind, u32); 21] = [
     (Kind::Reopen, 1),
     (Kind::Drop, 1),
     (Kind::Skeleton, 1),
+    (Kind::FailAlloc, 2),
 ];
 
 impl Generator {
@@ -88,12 +95,16 @@ impl Generator {
         Generator {
             rng: Rng::new(seed),
             sweep: None,
+            queue: VecDeque::new(),
             forks: true,
         }
     }
 
     /// The next operation for a process whose state is `model`.
     pub fn next(&mut self, model: &Model) -> Op {
+        if let Some(op) = self.queue.pop_front() {
+            return op;
+        }
         if let Some(op) = self.continue_sweep(model) {
             return op;
         }
@@ -118,6 +129,7 @@ impl Generator {
             Kind::Drop => model.maps.len() >= MAX_MAPS - 1,
             Kind::Fork => vmas && self.forks,
             Kind::Skeleton => model.client,
+            Kind::FailAlloc => vmas || open,
             _ => vmas,
         }
     }
@@ -194,7 +206,127 @@ impl Generator {
                 Op::Drop(*self.rng.pick(&names))
             }
             Kind::Skeleton => Op::Skeleton(self.rng.next_u64()),
+            Kind::FailAlloc => self.fail_alloc(model),
         }
+    }
+
+    /// An operation with an allocation failing in it: on a mapping there
+    /// is, or (half the time, when an array can be mapped) after a
+    /// scenario that makes a page table to fail: a region of the arena
+    /// unmapped whole (its table freed), a mapping across its lower
+    /// boundary, and a page present elsewhere in the region below (its
+    /// table known to exist), so that a fault's own table or its fill's
+    /// may be the one that fails.
+    fn fail_alloc(&mut self, model: &Model) -> Op {
+        let mappable = model
+            .maps
+            .values()
+            .any(|m| m.fd_open && m.mmapable && !m.ringbuf && m.pages() >= 2);
+        if mappable && (model.layout.is_empty() || self.rng.chance(1, 2)) {
+            return self.fresh_table_scenario(model);
+        }
+        let op = self.injectable(model);
+        self.failing(op)
+    }
+
+    /// `op` with an allocation failing in it: the fault's own table's
+    /// second allocation is the handler's (the core pre-allocates one).
+    fn failing(&mut self, op: Op) -> Op {
+        Op::FailAlloc {
+            pass: *self.rng.pick(&[0, 1, 1, 2]),
+            op: Box::new(op),
+        }
+    }
+
+    /// A load, a populate or a populating mmap() of a mapping there is.
+    fn injectable(&mut self, model: &Model) -> Op {
+        let vmas = !model.layout.is_empty();
+        let open = model.maps.values().any(|m| m.fd_open);
+        let weights = [if vmas { 2 } else { 0 }, u32::from(vmas), u32::from(open)];
+        match self.rng.weighted(&weights) {
+            0 => Op::Touch(self.access(model)),
+            1 => {
+                let v = self.vma(model).clone();
+                let advice = *self
+                    .rng
+                    .pick(&[Advice::PopulateRead, Advice::PopulateWrite]);
+                Op::Madvise {
+                    range: self.sub_range(&v),
+                    advice,
+                }
+            }
+            _ => match self.mmap(model) {
+                Op::Mmap(m) => Op::Mmap(Mmap {
+                    populate: true,
+                    ..m
+                }),
+                other => other,
+            },
+        }
+    }
+
+    /// Queues the scenario's setup and returns the first of it; the
+    /// operation to fail comes last.
+    fn fresh_table_scenario(&mut self, model: &Model) -> Op {
+        let (map, m) = self.pick_map(model, |m| m.mmapable && !m.ringbuf && m.pages() >= 2);
+        let pages = m.pages().min(128);
+        let boundary = TABLE_PAGES * self.rng.between(1, ARENA_PAGES / TABLE_PAGES - 1);
+        let below = self.rng.between(1, (pages - 1).min(64));
+        let above = self.rng.between(1, pages - below);
+        let across = Range {
+            at: boundary - below,
+            pages: below + above,
+        };
+        let anchor = Range {
+            at: boundary - below - 1,
+            pages: 1,
+        };
+        let mapping = |range: Range, pgoff: usize, populate: bool| {
+            Op::Mmap(Mmap {
+                range,
+                map,
+                pgoff,
+                prot: Prot::Read,
+                private: false,
+                populate,
+            })
+        };
+        let pgoff = self.rng.below(m.pages() - across.pages + 1);
+        let word = self.rng.below(WORDS);
+        let last = match self.rng.below(4) {
+            0 | 1 => Op::Touch(Access {
+                at: Word {
+                    page: self.rng.between(across.at, across.end() - 1),
+                    word,
+                },
+                write: None,
+            }),
+            2 => Op::Madvise {
+                range: across,
+                advice: Advice::PopulateRead,
+            },
+            _ => mapping(across, pgoff, true),
+        };
+        let populating_mmap = matches!(last, Op::Mmap(_));
+        self.queue.extend([
+            mapping(anchor, 0, false),
+            Op::Touch(Access {
+                at: Word {
+                    page: anchor.at,
+                    word,
+                },
+                write: None,
+            }),
+        ]);
+        if !populating_mmap {
+            self.queue.push_back(mapping(across, pgoff, false));
+        }
+        let failing = self.failing(last);
+        self.queue.push_back(failing);
+        Op::Munmap(Range {
+            at: boundary,
+            pages: TABLE_PAGES,
+        })
     }
 
     fn create(&mut self, model: &Model) -> Op {
@@ -530,6 +662,7 @@ mod tests {
     #[test]
     fn the_draw_covers_every_operation_and_mostly_runs() {
         let mut model = Model::new(Kernel::Prefault, 2, true);
+        model.inject = true;
         let mut gen = Generator::new(7);
         let mut seen = std::collections::BTreeSet::new();
         let mut skipped = 0;
@@ -546,7 +679,35 @@ mod tests {
             }
             seen.insert(name);
         }
-        assert_eq!(seen.len(), 26, "{seen:?}");
+        assert_eq!(seen.len(), 27, "{seen:?}");
         assert!(skipped < 1000, "{skipped} of 20000 skipped");
+    }
+
+    #[test]
+    fn a_third_of_injections_or_more_can_fail_in_a_fault() {
+        // An injection the model sees no allocation for (every region it
+        // reaches holds a present page) tests nothing but its not firing.
+        for kernel in [Kernel::Prefault, Kernel::Adaptive, Kernel::Direct] {
+            let mut model = Model::new(kernel, 2, true);
+            model.inject = true;
+            let mut gen = Generator::new(11);
+            let (mut injected, mut reachable) = (0, 0);
+            for _ in 0..20_000 {
+                let op = gen.next(&model);
+                if let Op::FailAlloc { op: inner, .. } = &op {
+                    let outcomes = model.injected_outcomes(inner);
+                    if model.clone().apply(&op) != crate::model::Ret::Skipped {
+                        injected += 1;
+                        reachable += usize::from(outcomes.iter().any(|o| o.present.is_some()));
+                    }
+                }
+                model.apply(&op);
+            }
+            eprintln!("{kernel:?}: {reachable} of {injected} injections can fail in a fault");
+            assert!(
+                injected > 200 && reachable * 3 > injected,
+                "{kernel:?}: {reachable} of {injected} injections can fail"
+            );
+        }
     }
 }

@@ -15,7 +15,7 @@ use map_fuzz::{shrink, threads};
 use selftests::runner::Kernel;
 
 const USAGE: &str = "usage: fuzz --kernel K [--results PATH] [--seed S] [--seconds N] [--threads T]
-            [--replay FILE] [--client PATH] [--no-shrink]";
+            [--race-seconds N] [--race-threads T] [--replay FILE] [--client PATH] [--no-shrink]";
 
 /// Where /init's image keeps the skeleton client.
 const CLIENT: &str = "/bin/fuzz-client";
@@ -38,6 +38,10 @@ struct Options {
     seed: u64,
     seconds: u64,
     threads: usize,
+    /// Of `seconds` with one thread, how many go to rounds of
+    /// `race_threads` threads after the operations (`threads`).
+    race_seconds: u64,
+    race_threads: usize,
     replay: Option<PathBuf>,
     client: Option<PathBuf>,
     shrink: bool,
@@ -53,6 +57,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
         seed: 1,
         seconds: 60,
         threads: 1,
+        race_seconds: 0,
+        race_threads: 4,
         replay: None,
         client: Path::new(CLIENT).exists().then(|| PathBuf::from(CLIENT)),
         shrink: true,
@@ -72,6 +78,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--seed" => o.seed = number(value()?)?,
             "--seconds" => o.seconds = number(value()?)?,
             "--threads" => o.threads = number(value()?)?.clamp(1, MAX_THREADS) as usize,
+            "--race-seconds" => o.race_seconds = number(value()?)?,
+            "--race-threads" => o.race_threads = number(value()?)?.clamp(2, MAX_THREADS) as usize,
             "--replay" => o.replay = Some(PathBuf::from(value()?)),
             "--client" => o.client = Some(PathBuf::from(value()?)),
             "--no-client" => o.client = None,
@@ -121,6 +129,7 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
         kernel: o.kernel,
         nodes: nodes(),
         client: o.client.clone(),
+        inject: map_fuzz::exec::inject::Injector::available(),
     };
     let replay = match &o.replay {
         Some(path) => {
@@ -156,15 +165,48 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
         )?;
         return report.threads_summary(&out);
     }
+    // A share of a run's time goes to racing threads (not a replay's).
+    let race_seconds = match replay {
+        Some(_) => 0,
+        None => o.race_seconds.min(o.seconds),
+    };
     let source = match replay {
         Some(ops) => Source::Replay(ops),
         None => Source::Generate {
             seed: o.seed,
-            budget: Duration::from_secs(o.seconds),
+            budget: Duration::from_secs(o.seconds - race_seconds),
         },
     };
+    let out = operations(o, &settings, source, &mut report)?;
+    if out.divergence.is_some() || race_seconds == 0 {
+        report.summary(&out, None)?;
+        return Ok(out.divergence.is_none());
+    }
+    let raced = {
+        let _alive = report.heartbeat(HEARTBEAT);
+        threads::run(
+            &settings,
+            o.seed,
+            Duration::from_secs(race_seconds),
+            o.race_threads,
+            &mut |_, _| Ok(()),
+        )?
+    };
+    report.raced(&raced)?;
+    report.summary(&out, Some(&raced))?;
+    Ok(raced.failure.is_none())
+}
+
+/// One thread's operations from `source`, reported as they go; a
+/// divergence reported, then shrunk (not a replay's).
+fn operations(
+    o: &Options,
+    settings: &Settings,
+    source: Source,
+    report: &mut Report,
+) -> Result<Outcome, String> {
     let mut progress_err = None;
-    let out = run::run(&settings, source, &mut |ops, digest| {
+    let out = run::run(settings, source, &mut |ops, digest| {
         if let Err(e) = report.progress(ops, digest) {
             progress_err.get_or_insert(e);
         }
@@ -184,8 +226,7 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
             report.divergence(o.seed, d, &out.ops[..=d.step], shrunk.as_deref(), tries)?;
         }
     }
-    report.summary(&out)?;
-    Ok(out.divergence.is_none())
+    Ok(out)
 }
 
 /// The shortest reproducer of the divergence found by replaying

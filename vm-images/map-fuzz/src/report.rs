@@ -58,6 +58,7 @@ impl Report {
             "threads": threads,
             "nodes": settings.nodes,
             "client": settings.client.is_some(),
+            "inject": settings.inject,
         }))
     }
 
@@ -117,41 +118,57 @@ impl Report {
         }))
     }
 
-    pub fn summary(&mut self, out: &Outcome) -> Result<(), String> {
+    /// Ends a run: its operations, and the racing rounds after them.
+    pub fn summary(&mut self, out: &Outcome, raced: Option<&ThreadsOutcome>) -> Result<(), String> {
         let secs = out.elapsed.as_secs_f64();
+        let mut counts = out.counts.clone();
+        if let Some(r) = raced {
+            counts.insert(format!("race rounds ({} threads)", r.threads), r.rounds);
+            counts.insert("race events".into(), r.ops);
+        }
         self.emit(json!({
             "kind": "summary",
             "ops": out.ops.len(),
             "executed": out.executed,
             "secs": secs,
             "ops_per_sec": out.executed as f64 / secs.max(1e-9),
-            "counts": out.counts,
-            "diverged": out.divergence.is_some(),
+            "counts": counts,
+            "diverged": out.divergence.is_some() || raced.is_some_and(|r| r.failure.is_some()),
+        }))
+    }
+
+    /// A racing round that broke, as a divergence (signature "threads").
+    pub fn raced(&mut self, out: &ThreadsOutcome) -> Result<(), String> {
+        match &out.failure {
+            Some(what) => self.race_divergence(out, what),
+            None => Ok(()),
+        }
+    }
+
+    fn race_divergence(&mut self, out: &ThreadsOutcome, what: &str) -> Result<(), String> {
+        self.emit(json!({
+            "kind": "divergence",
+            "step": out.ops,
+            "op": format!("{} threads", out.threads),
+            "signature": "threads",
+            "what": what,
+            "ops": Value::Null,
+            "shrunk": Value::Null,
+            "shrink_runs": 0,
         }))
     }
 
     /// Ends a `--threads` run; whether it held.
     pub fn threads_summary(&mut self, out: &ThreadsOutcome) -> Result<bool, String> {
         let secs = out.elapsed.as_secs_f64();
-        if let Some(what) = &out.failure {
-            self.emit(json!({
-                "kind": "divergence",
-                "step": out.ops,
-                "op": format!("{} threads", out.threads),
-                "signature": "threads",
-                "what": what,
-                "ops": Value::Null,
-                "shrunk": Value::Null,
-                "shrink_runs": 0,
-            }))?;
-        }
+        self.raced(out)?;
         self.emit(json!({
             "kind": "summary",
             "ops": out.ops,
             "executed": out.ops,
             "secs": secs,
             "ops_per_sec": out.ops as f64 / secs.max(1e-9),
-            "counts": {},
+            "counts": {"rounds": out.rounds},
             "diverged": out.failure.is_some(),
         }))?;
         Ok(out.failure.is_none())

@@ -2,19 +2,21 @@
 //! each applied to the model and done on the kernel, the two compared
 //! after every step; the first divergence ends the run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use guest_common::{errno_symbol, signal_name};
 use selftests::kmsg::Kmsg;
+use selftests::proc::pagemap_present;
 use selftests::runner::Kernel;
 
 use crate::check;
-use crate::exec::Executor;
+use crate::exec::{Executor, Injected};
 use crate::gen::Generator;
-use crate::model::{Model, Ret};
+use crate::model::inject::{show_pages, Disallowed};
+use crate::model::{Model, Ret, VmaModel};
 use crate::op::{Op, Range, Remap, Word};
 
 /// Every `PROGRESS` operations the run reports how far it got, with the
@@ -27,6 +29,8 @@ pub struct Settings {
     pub kernel: Kernel,
     pub nodes: u32,
     pub client: Option<PathBuf>,
+    /// Whether the kernel has fail_page_alloc (`fail_alloc` runs).
+    pub inject: bool,
 }
 
 /// Where the operations come from.
@@ -193,8 +197,9 @@ type Difference = (String, String);
 
 impl Lockstep {
     fn new(settings: &Settings) -> io::Result<Lockstep> {
-        let model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
-        let exec = Executor::new(settings.client.clone())?;
+        let mut model = Model::new(settings.kernel, settings.nodes, settings.client.is_some());
+        model.inject = settings.inject;
+        let exec = Executor::new(settings.client.clone(), settings.inject)?;
         let kmsg = Kmsg::open_at_end()?;
         Ok(Lockstep { model, exec, kmsg })
     }
@@ -202,6 +207,9 @@ impl Lockstep {
     /// Applies `op` to the model and, unless the model skips it, does it
     /// on the kernel (counted in `out`, added to `digest`) and compares.
     fn step(&mut self, op: &Op, out: &mut Outcome, digest: &mut Digest) -> Option<Difference> {
+        if let Op::FailAlloc { pass, op: inner } = op {
+            return self.injected_step(op, (*pass, inner), out, digest);
+        }
         // `drop` unmaps what the model had of the map before it.
         let dropped = match op {
             Op::Drop(m) => Some((*m, self.model.ranges_of(*m))),
@@ -226,6 +234,74 @@ impl Lockstep {
             .or_else(|| self.state_differs(scope))
     }
 
+    /// `fail_alloc`: `inner` done with an allocation failing after
+    /// `pass`. Unfired, it must return what it would have; fired, what an
+    /// outcome of a failure allows, which the model then takes. A load or
+    /// store of a page not present takes one counted fault either way (a
+    /// fault that fails is retried, and not counted).
+    fn injected_step(
+        &mut self,
+        op: &Op,
+        (pass, inner): (u32, &Op),
+        out: &mut Outcome,
+        digest: &mut Digest,
+    ) -> Option<Difference> {
+        let before = self.model.clone();
+        let want = self.model.apply(op);
+        if want == Ret::Skipped {
+            return None;
+        }
+        out.executed += 1;
+        *out.counts.entry(name(op)).or_default() += 1;
+        let got = match self.exec.apply_injected(pass, inner) {
+            Ok(got) => got,
+            Err(e) => return Some(("fail_alloc".into(), format!("fail_page_alloc: {e}"))),
+        };
+        // What it returns unfired: the series' kernels, which fire at
+        // different allocations, keep one digest.
+        digest.add_step(op, &want);
+        if let Some(what) = wrong_fault_count(&before, inner, &got) {
+            return Some(("faults".into(), what));
+        }
+        if !got.fired {
+            if let Some(what) = compare(&want, &got.ret) {
+                return Some(("returns".into(), what));
+            }
+        } else {
+            *out.counts.entry("fail_alloc fired".into()).or_default() += 1;
+            let mut failed = self.model.clone();
+            let exec = &self.exec;
+            let observed = |v: &VmaModel| present_map_pages(exec, v);
+            if let Err(d) = failed.adopt_injected(&before, inner, &got.ret, observed) {
+                return Some(("fail_alloc".into(), disallowed(&got.ret, &d)));
+            }
+            if got.ret == Ret::Errno(libc::ENOMEM) && matches!(inner, Op::Mmap(_)) {
+                // Left unmapped: checked, then mapped again as the draw
+                // expects (the next operations were drawn from a model
+                // where it succeeded).
+                std::mem::swap(&mut self.model, &mut failed);
+                self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
+                let unmapped = check::Scope::After {
+                    pages: Vec::new(),
+                    layout: true,
+                };
+                if let Some(d) = self.state_differs(unmapped) {
+                    return Some(d);
+                }
+                self.model = failed;
+                let again = self.exec.apply(inner);
+                if let Some(what) = compare(&want, &again) {
+                    return Some(("returns".into(), format!("mapped again: {what}")));
+                }
+            } else {
+                self.model = failed;
+            }
+        }
+        self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
+        let scope = scope_after(op, &self.model, out.executed);
+        self.state_differs(scope)
+    }
+
     /// After the last of `ops`, everything is checked; a difference is
     /// laid at the last operation's door.
     fn final_check(&mut self, ops: &[Op]) -> Option<Divergence> {
@@ -244,6 +320,68 @@ impl Lockstep {
             .err()
             .map(|what| (category(&what), what))
     }
+}
+
+/// The present map pages of `v` as pagemap shows them (none if it
+/// cannot be read: the check after the step names that).
+fn present_map_pages(exec: &Executor, v: &VmaModel) -> BTreeSet<usize> {
+    pagemap_present(exec.addr(v.start), v.pages)
+        .map(|p| {
+            (0..v.pages)
+                .filter(|&i| p[i])
+                .map(|i| v.pgoff + i)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A load or store that succeeded takes one counted fault if its page
+/// was not present, none if it was; how `got` differs, if it does.
+fn wrong_fault_count(before: &Model, op: &Op, got: &Injected) -> Option<String> {
+    let (Op::Touch(a), Some(faults)) = (op, got.faults) else {
+        return None;
+    };
+    if !matches!(got.ret, Ret::Ok | Ret::Value(_)) {
+        return None;
+    }
+    let v = before.layout.at(a.at.page)?;
+    let present = v.present.contains(&v.map_page(a.at.page));
+    let want = u64::from(!present);
+    (faults != want).then(|| {
+        format!(
+            "minor faults: {faults} for the access of page @{} ({}), expected {want}{}",
+            a.at.page,
+            if present { "present" } else { "not present" },
+            if got.fired {
+                ", with an allocation failure fired in it"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
+/// A fired failure's outcome no allowed outcome matches, on one line.
+fn disallowed(got: &Ret, d: &Disallowed) -> String {
+    let seen = d.seen.as_ref().map_or("no VMA".into(), show_pages);
+    let allowed: Vec<String> = d
+        .allowed
+        .iter()
+        .map(|o| {
+            let present = o.present.as_ref().map_or("unmapped".into(), show_pages);
+            format!("{} with {present} ({} failing)", show(&o.ret), o.failed)
+        })
+        .collect();
+    format!(
+        "with an allocation failure fired in it, the kernel returned {} with present map pages \
+         {seen}; the model allows {}",
+        show(got),
+        if allowed.is_empty() {
+            "no failure here".to_string()
+        } else {
+            allowed.join("; or ")
+        }
+    )
 }
 
 /// A child's accesses the model skipped (outside the arena, in a
@@ -284,6 +422,9 @@ fn scope_after(op: &Op, model: &Model, executed: usize) -> check::Scope {
 /// an element written through the syscall or a program, every mapping
 /// of its map.
 fn footprint(op: &Op, model: &Model) -> Vec<Range> {
+    if let Op::FailAlloc { op, .. } = op {
+        return footprint(op, model);
+    }
     let page = |w: &Word| Range {
         at: w.page,
         pages: 1,
@@ -313,6 +454,9 @@ fn footprint(op: &Op, model: &Model) -> Vec<Range> {
 
 /// Whether `op` can change the VMAs.
 fn reshapes(op: &Op) -> bool {
+    if let Op::FailAlloc { op, .. } = op {
+        return reshapes(op);
+    }
     matches!(
         op,
         Op::Mmap(_)

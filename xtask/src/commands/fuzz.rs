@@ -27,15 +27,25 @@ const FUZZ: Suite = Suite {
 
 pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
-    own_series::check(&FUZZ, &source, &args.vm.kernels)?;
+    own_series::check(&FUZZ, &source, &series_words(&args))?;
     hostdeps::ensure_fuzzer(&source)?;
     let replay = args.replay.as_deref().map(read_replay).transpose()?;
     let plan = Plan {
         seed: args.seed.unwrap_or_else(clock_seed),
         seconds: args.seconds,
         threads: args.threads.get(),
+        race_seconds: args
+            .race_seconds
+            .unwrap_or_else(|| fuzz::default_race_seconds(args.seconds)),
         replay: replay.is_some(),
     };
+    if args.race_seconds.is_some_and(|r| r > args.seconds) {
+        bail!(
+            "--race-seconds {} is more than --seconds {}: the races are part of the run's time",
+            args.race_seconds.unwrap_or_default(),
+            args.seconds
+        );
+    }
     if plan.replay && plan.threads > 1 {
         bail!("--replay runs one thread's operations; drop --threads");
     }
@@ -49,6 +59,19 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
 }
 
 /// A reproducer the guest can run: every line an operation.
+/// The `--kernel` words held to this series: all but the bzImage files
+/// a `--claim` holds to one of its variants (a mutant's kernel, to replay
+/// its reproducer). Without `--claim` a file is refused: a model must be
+/// chosen, not defaulted.
+fn series_words(args: &FuzzArgs) -> Vec<String> {
+    args.vm
+        .kernels
+        .iter()
+        .filter(|w| args.vm.claim.is_none() || !Path::new(w).is_file())
+        .cloned()
+        .collect()
+}
+
 fn read_replay(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--replay {}: reading it", path.display()))?;

@@ -50,6 +50,7 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
         fresh: args.fresh,
         seed: args.seed,
         fuzz_seconds: args.fuzz_seconds,
+        minutes: args.minutes,
     };
     let judged = campaign::run(&source, &chosen, &options)?;
     print_judged(&judged);

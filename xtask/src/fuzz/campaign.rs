@@ -148,6 +148,9 @@ fn fuzz_one(session: &mut Session, target: &Target, plan: &Plan) -> Ran {
     }
 }
 
+/// The signature of a divergence found by racing threads.
+pub const RACE_SIGNATURE: &str = "threads";
+
 /// How one kernel's fuzzing ended.
 #[derive(Debug, PartialEq)]
 pub enum Verdict {
@@ -175,7 +178,10 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
             .with_context(|| format!("writing {}", path.display()))?;
         Ok(Some(path))
     };
-    let drawn = |count: usize| super::regenerate(plan.seed, count, nodes(run), r.fuzz.client);
+    let drawn = |count: usize| {
+        let f = &r.fuzz;
+        super::regenerate(plan.seed, count, nodes(run), f.client, f.inject)
+    };
     if let Some(d) = &r.fuzz.divergence {
         let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
         let ops = d
@@ -183,7 +189,9 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
             .clone()
             .or_else(|| d.ops.clone())
             .unwrap_or_else(|| drawn(d.step + 1));
-        let path = if plan.replay && d.shrunk.is_none() {
+        // A racing round is named in `what`; its seed gives it again.
+        let raced = d.signature == RACE_SIGNATURE;
+        let path = if raced || (plan.replay && d.shrunk.is_none()) {
             None
         } else {
             write(&what, &ops)?

@@ -31,7 +31,20 @@ pub struct Plan {
     pub seed: u64,
     pub seconds: u64,
     pub threads: usize,
+    /// Of `seconds` with one thread: the last ones, rounds of racing
+    /// threads (`RACE_THREADS`).
+    pub race_seconds: u64,
     pub replay: bool,
+}
+
+/// Threads of the racing rounds that end a one-thread run: as many as a
+/// guest has vCPUs.
+pub const RACE_THREADS: usize = 4;
+
+/// The share of a one-thread run's seconds that goes to racing rounds
+/// unless told: a quarter.
+pub fn default_race_seconds(seconds: u64) -> u64 {
+    seconds / 4
 }
 
 impl Plan {
@@ -45,6 +58,14 @@ impl Plan {
             "--threads".to_string(),
             self.threads.to_string(),
         ];
+        if self.threads == 1 && self.race_seconds > 0 && !self.replay {
+            args.extend([
+                "--race-seconds".to_string(),
+                self.race_seconds.to_string(),
+                "--race-threads".to_string(),
+                RACE_THREADS.to_string(),
+            ]);
+        }
         if self.replay {
             args.extend(["--replay".to_string(), REPLAY_PATH.to_string()]);
         }
@@ -82,9 +103,11 @@ pub fn digests_disagree<'a>(
 }
 
 /// The operations a run with `seed` draws first, `count` of them, as the
-/// guest drew them (with the client or not, with `nodes` NUMA nodes).
-pub fn regenerate(seed: u64, count: usize, nodes: u32, client: bool) -> Vec<String> {
+/// guest drew them (with the client or not, with `nodes` NUMA nodes,
+/// with fail_page_alloc or not).
+pub fn regenerate(seed: u64, count: usize, nodes: u32, client: bool, inject: bool) -> Vec<String> {
     let mut model = Model::new(Kernel::Patched, nodes, client);
+    model.inject = inject;
     let mut gen = Generator::new(seed);
     (0..count)
         .map(|_| {
@@ -128,6 +151,7 @@ mod tests {
             seed: 9,
             seconds: 60,
             threads: 1,
+            race_seconds: 15,
             replay: true,
         };
         assert_eq!(
@@ -141,8 +165,19 @@ mod tests {
                 "1",
                 "--replay",
                 REPLAY_PATH
-            ]
+            ],
+            "a replay does not race"
         );
+        let drawn = Plan { replay: false, ..p };
+        assert_eq!(
+            drawn.guest_args()[6..],
+            ["--race-seconds", "15", "--race-threads", "4"]
+        );
+        let threads = Plan {
+            threads: 4,
+            ..drawn
+        };
+        assert_eq!(threads.guest_args().len(), 6, "all of it races already");
     }
 
     #[test]
@@ -178,10 +213,11 @@ mod tests {
 
     #[test]
     fn the_host_draws_what_the_guest_drew() {
-        let ops = regenerate(42, 300, 2, true);
+        let ops = regenerate(42, 300, 2, true, true);
         assert_eq!(ops.len(), 300);
         // The guest drew them on its own kernel: base's model, say.
         let mut model = Model::new(Kernel::Base, 2, true);
+        model.inject = true;
         let mut gen = Generator::new(42);
         let on_base: Vec<String> = (0..300)
             .map(|_| {
@@ -192,7 +228,7 @@ mod tests {
             .collect();
         assert_eq!(ops, on_base);
         // A guest without the client or with one node drew others.
-        assert_ne!(ops, regenerate(42, 300, 2, false));
+        assert_ne!(ops, regenerate(42, 300, 2, false, true));
         // Each line reads back as an operation the guest can replay.
         let text = reproducer("patched", 42, "the kernel died", &ops);
         assert_eq!(map_fuzz::op::parse_ops(&text).unwrap().len(), 300);

@@ -16,6 +16,9 @@ pub enum Record {
         threads: usize,
         nodes: u32,
         client: bool,
+        /// Whether the guest had fail_page_alloc (`fail_alloc` ran).
+        #[serde(default)]
+        inject: bool,
     },
     Progress {
         ops: usize,
@@ -55,6 +58,7 @@ pub struct Summary {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KernelFuzz {
     pub client: bool,
+    pub inject: bool,
     /// Operations passed, by the last progress record or the summary.
     pub ops: usize,
     /// (operations, digest) at each progress record.
@@ -70,7 +74,10 @@ pub fn read(payloads: &[String]) -> Result<KernelFuzz> {
         let record: Record = serde_json::from_str(p)
             .with_context(|| format!("a fuzz record the host cannot read: {p}"))?;
         match record {
-            Record::Start { client, .. } => k.client = client,
+            Record::Start { client, inject, .. } => {
+                k.client = client;
+                k.inject = inject;
+            }
             Record::Progress { ops, digest } => {
                 k.ops = k.ops.max(ops);
                 k.digests.push((ops, digest));

@@ -52,6 +52,12 @@ pub fn judge_all(
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();
     // What the outcomes taken from the ledger took when they were run.
     let mut remembered = 0.0;
+    let started = Instant::now();
+    let spent = || {
+        ctx.options
+            .minutes
+            .is_some_and(|m| started.elapsed().as_secs() >= m * 60)
+    };
     for (n, m) in chosen.iter().enumerate() {
         if let Some(why) = equivalent.get(&m.id) {
             eprintln!("[{}/{}] {}: equivalent ({why})", n + 1, chosen.len(), m.id);
@@ -72,6 +78,7 @@ pub fn judge_all(
                 );
                 o.clone()
             }
+            None if spent() => Outcome::Left,
             None => {
                 eprintln!(
                     "[{}/{}] {}: {}:{}: {}",

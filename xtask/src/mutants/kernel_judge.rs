@@ -95,6 +95,8 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         seed: options.seed,
         seconds: options.fuzz_seconds,
         threads: 1,
+        // A race takes two faults at once: a quarter of the time.
+        race_seconds: crate::fuzz::default_race_seconds(options.fuzz_seconds),
         replay: false,
     };
     let options = FuzzOptions {

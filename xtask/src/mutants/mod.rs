@@ -49,6 +49,9 @@ pub struct JudgeOptions {
     /// The fuzzer's seed and seconds a mutant (`--judge fuzz`).
     pub seed: u64,
     pub fuzz_seconds: u64,
+    /// Take no new mutant after this long; those left are for the next
+    /// run (the ledger keeps what is done).
+    pub minutes: Option<u64>,
 }
 
 /// One mutant of one patch of the series.

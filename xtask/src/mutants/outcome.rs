@@ -36,6 +36,9 @@ pub enum Outcome {
     Error {
         why: String,
     },
+    /// Not run: the run's `--minutes` were spent before it. Never kept
+    /// in the ledger; the next run takes it up.
+    Left,
 }
 
 impl Outcome {
@@ -47,6 +50,7 @@ impl Outcome {
             Outcome::Unbuildable { .. } => "did not build",
             Outcome::Undecided { .. } => "undecided",
             Outcome::Error { .. } => "ERROR",
+            Outcome::Left => "left",
         }
     }
 
@@ -57,6 +61,7 @@ impl Outcome {
             Outcome::Survived => "every test passed",
             Outcome::Unbuildable { error } => error,
             Outcome::Undecided { why } | Outcome::Error { why } => why,
+            Outcome::Left => "not run: --minutes spent; the same command again goes on",
         }
     }
 
@@ -202,6 +207,8 @@ pub fn tally<'a>(
             Some(Outcome::Survived) => t.survived += 1,
             Some(Outcome::Unbuildable { .. }) => t.unbuildable += 1,
             Some(Outcome::Undecided { .. } | Outcome::Error { .. }) => t.undecided += 1,
+            // Counted in none: the closing line says how many.
+            Some(Outcome::Left) => {}
         }
     }
     out
@@ -223,7 +230,7 @@ pub fn table(tallies: &BTreeMap<String, Tally>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::mutants::lists::Sampled;
     use crate::mutants::operators::Op;
@@ -264,7 +271,7 @@ mod tests {
         );
     }
 
-    fn mutant(id: &str, patch: &str) -> Mutant {
+    pub(crate) fn mutant(id: &str, patch: &str) -> Mutant {
         Mutant {
             id: id.into(),
             patch: 0,

@@ -20,23 +20,33 @@ pub struct Summary {
     pub killed: usize,
     pub survived: usize,
     pub unjudged: usize,
+    /// Not run: `--minutes` was spent first.
+    pub left: usize,
 }
 
 impl Summary {
-    /// `mutants: K of N killed, S survived, U not judged`.
+    /// `mutants: K of N killed, S survived, U not judged`, and `, L left
+    /// for the next run` when `--minutes` was spent.
     pub fn closing_line(&self) -> String {
-        format!(
+        let mut line = format!(
             "mutants: {} of {} killed, {} survived, {} not judged",
             self.killed,
             self.killed + self.survived,
             self.survived,
             self.unjudged
-        )
+        );
+        if self.left > 0 {
+            line += &format!(
+                ", {} left for the next run (the same command goes on)",
+                self.left
+            );
+        }
+        line
     }
 
-    /// No counted mutant survived and every one was judged.
+    /// No counted mutant survived, and every one was judged.
     pub fn passed(&self) -> bool {
-        self.survived == 0 && self.unjudged == 0
+        self.survived == 0 && self.unjudged == 0 && self.left == 0
     }
 }
 
@@ -86,6 +96,7 @@ pub fn write(
         .iter()
         .zip(outcomes)
         .filter_map(|(m, o)| match o {
+            Some(Outcome::Left) => None,
             Some(o) if !o.judged() => Some(format!("{} {}: {}\n", o.word(), m.id, o.detail())),
             _ => None,
         })
@@ -101,5 +112,36 @@ pub fn write(
         killed: tallies.values().map(|t| t.killed + t.crashed).sum(),
         survived: survivors.len(),
         unjudged: unjudged.len(),
+        left: outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::Left)))
+            .count(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mutant(id: &str) -> Mutant {
+        crate::mutants::outcome::tests::mutant(id, "0004")
+    }
+
+    #[test]
+    fn mutants_left_by_minutes_are_said_apart_and_the_run_does_not_pass() {
+        let dir = crate::util::tempdir();
+        let chosen = [mutant("0004.1.delete1"), mutant("0004.2.delete1")];
+        let killed = Outcome::Killed { by: "t01".into() };
+        let outcomes = [Some(killed), Some(Outcome::Left)];
+        let s = write(&chosen, &outcomes, &dir, (1.0, 0.0)).unwrap();
+        assert_eq!(
+            s.closing_line(),
+            "mutants: 1 of 1 killed, 0 survived, 0 not judged, \
+             1 left for the next run (the same command goes on)"
+        );
+        assert!(!s.passed());
+        assert!(!s.text.contains("0004.2.delete1"), "{}", s.text);
+        let done = write(&chosen[..1], &outcomes[..1], &dir, (1.0, 0.0)).unwrap();
+        assert!(done.passed() && !done.closing_line().contains("left"));
+    }
 }

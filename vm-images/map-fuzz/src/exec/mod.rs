@@ -6,6 +6,7 @@
 //! can ever land in the arena.
 
 mod child;
+pub mod inject;
 pub mod progs;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use selftests::sys::bpf::{self, MapSpec, BPF_F_RDONLY_PROG};
 use selftests::sys::{catch, mm};
 
+use self::inject::Injector;
 use crate::model::{Ret, ARENA_PAGES, PAGE};
 use crate::op::{Access, Create, Elem, Mmap, Op, Range, Remap, Word};
 
@@ -37,19 +39,35 @@ pub struct Executor {
     /// /proc/self/mem.
     mem: std::fs::File,
     client: Option<PathBuf>,
+    /// fail_page_alloc for `fail_alloc`, if the kernel has it.
+    injector: Option<Injector>,
+    /// A private page of ours that `counted_access` writes first.
+    scratch: mm::Mapping,
+}
+
+/// What an operation with an injected allocation failure did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injected {
+    pub ret: Ret,
+    /// Whether the failure fired (fail_page_alloc's `times` spent).
+    pub fired: bool,
+    /// A load's or store's minor faults.
+    pub faults: Option<u64>,
 }
 
 const RESERVE: i32 = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
 
 impl Executor {
-    /// Reserves the arena; `client` is the skeleton client, if present.
-    pub fn new(client: Option<PathBuf>) -> io::Result<Executor> {
-        let arena = mm::mmap_raw(0, ARENA_PAGES * PAGE, libc::PROT_NONE, RESERVE, -1, 0)?;
+    /// Reserves the arena; `client` is the skeleton client, if present;
+    /// `inject`: set fail_page_alloc up.
+    pub fn new(client: Option<PathBuf>, inject: bool) -> io::Result<Executor> {
+        let arena = reserve_aligned(ARENA_PAGES * PAGE)?;
         // SAFETY: memfd_create takes a NUL-terminated name.
         let fd = unsafe { libc::memfd_create(c"bpflab-fuzz".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        let scratch = mm::anon(PAGE, libc::PROT_READ | libc::PROT_WRITE)?;
         Ok(Executor {
             arena,
             maps: BTreeMap::new(),
@@ -60,7 +78,35 @@ impl Executor {
                 .write(true)
                 .open("/proc/self/mem")?,
             client,
+            injector: match inject {
+                true => {
+                    warm_counted_access(scratch.addr())?;
+                    Some(Injector::new()?)
+                }
+                false => None,
+            },
+            scratch,
         })
+    }
+
+    /// Does `op` (which the model did not skip) with one page allocation
+    /// failing after `pass`; a load's or store's minor faults counted.
+    pub fn apply_injected(&mut self, pass: u32, op: &Op) -> io::Result<Injected> {
+        let injector = self
+            .injector
+            .take()
+            .expect("the model injects only where fail_page_alloc is");
+        let done = injector.armed(pass, || match op {
+            Op::Touch(a) => {
+                let scratch = self.scratch.addr();
+                let (ret, faults) = counted_access(self.word_addr(a.at), a.write, scratch);
+                (ret, Some(faults))
+            }
+            other => (self.apply(other), None),
+        });
+        self.injector = Some(injector);
+        let ((ret, faults), fired) = done?;
+        Ok(Injected { ret, fired, faults })
     }
 
     pub fn arena(&self) -> usize {
@@ -126,6 +172,7 @@ impl Executor {
             Op::Reopen(m) => self.reopen(*m),
             Op::Drop(_) => unreachable!("done by `drop_map` with the model's ranges"),
             Op::Skeleton(seed) => self.skeleton(*seed),
+            Op::FailAlloc { .. } => unreachable!("done by `apply_injected`"),
         }
     }
 
@@ -278,17 +325,7 @@ impl Executor {
     }
 
     fn touch(&mut self, a: Access) -> Ret {
-        let addr = self.word_addr(a.at);
-        match a.write {
-            None => match catch::load_u64(addr) {
-                Ok(v) => Ret::Value(v),
-                Err(c) => Ret::Signal(c.signal),
-            },
-            Some(v) => match catch::store_u64(addr, v) {
-                None => Ret::Ok,
-                Some(c) => Ret::Signal(c.signal),
-            },
-        }
+        access(self.word_addr(a.at), a.write)
     }
 
     /// A child does `accesses` at their addresses in the arena.
@@ -437,6 +474,75 @@ impl Executor {
             Err(e) => errno(&e),
         }
     }
+}
+
+/// A load of the word at `addr`, or a store of `write` to it.
+fn access(addr: usize, write: Option<u64>) -> Ret {
+    match write {
+        None => match catch::load_u64(addr) {
+            Ok(v) => Ret::Value(v),
+            Err(c) => Ret::Signal(c.signal),
+        },
+        Some(v) => match catch::store_u64(addr, v) {
+            None => Ret::Ok,
+            Some(c) => Ret::Signal(c.signal),
+        },
+    }
+}
+
+/// `access`, and the minor faults of this thread while it ran. Only the
+/// access may fault in between. The code would fault its own text in the
+/// first time it runs ([`warm_counted_access`] runs it first); and after
+/// a fork every private page of ours is copy-on-write, the first store to
+/// each a fault: so the stores the measured code makes (its stack, the
+/// catch's statics, getrusage's buffer) are made once before, by the same
+/// code on `scratch`, a private page of ours.
+#[inline(never)]
+fn counted_access(addr: usize, write: Option<u64>, scratch: usize) -> (Ret, u64) {
+    selftests::proc::minor_faults();
+    access(scratch, Some(0));
+    let before = selftests::proc::minor_faults();
+    let ret = access(addr, write);
+    (ret, selftests::proc::minor_faults() - before)
+}
+
+/// Runs `counted_access`'s every path, so that its text is mapped before
+/// it counts anything; then checks that it counts a page's first store
+/// as one fault and the accesses after it as none.
+fn warm_counted_access(scratch: usize) -> io::Result<()> {
+    let page = mm::anon(PAGE, libc::PROT_READ | libc::PROT_WRITE)?;
+    for _ in 0..2 {
+        counted_access(scratch, Some(1), scratch);
+        counted_access(scratch, None, scratch);
+    }
+    let counted = [
+        counted_access(page.addr(), Some(2), scratch),
+        counted_access(page.addr(), Some(3), scratch),
+        counted_access(page.addr(), None, scratch),
+    ];
+    if counted != [(Ret::Ok, 1), (Ret::Ok, 0), (Ret::Value(3), 0)] {
+        return Err(io::Error::other(format!(
+            "counting faults: a fresh page's store, another and a load gave {counted:?}, \
+             expected 1, 0 and 0 faults"
+        )));
+    }
+    Ok(())
+}
+
+/// A PROT_NONE reserve of `len` bytes aligned to `len`: its 2 MiB
+/// regions, under a page table each, hold nothing of the process but the
+/// arena's mappings (`model::inject`).
+fn reserve_aligned(len: usize) -> io::Result<usize> {
+    let big = mm::mmap_raw(0, 2 * len, libc::PROT_NONE, RESERVE, -1, 0)?;
+    let start = big.next_multiple_of(len);
+    if start > big {
+        mm::munmap(big, start - big)?;
+    }
+    let tail = big + 2 * len - (start + len);
+    if tail > 0 {
+        mm::munmap(start + len, tail)?;
+    }
+    Ok(start)
 }
 
 /// Ok, or the errno.

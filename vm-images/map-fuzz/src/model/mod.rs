@@ -9,6 +9,7 @@
 //! or EFAULT (the kernel's), where the lazy kernels fault the page in.
 
 mod access;
+pub mod inject;
 pub mod layout;
 pub mod maps;
 
@@ -54,6 +55,8 @@ pub struct Model {
     pub nodes: u32,
     /// Whether the skeleton client is there to run.
     pub client: bool,
+    /// Whether fail_page_alloc is there to inject with (`fail_alloc`).
+    pub inject: bool,
     pub maps: BTreeMap<u32, MapModel>,
     pub layout: Layout,
 }
@@ -64,6 +67,7 @@ impl Model {
             kernel,
             nodes,
             client,
+            inject: false,
             maps: BTreeMap::new(),
             layout: Layout::default(),
         }
@@ -129,6 +133,9 @@ impl Model {
                 None => Ret::Skipped,
             },
             Op::Skeleton(_) if self.client => Ret::Ok,
+            // What it returns if the failure does not fire; what it may
+            // return if it does is `injected_outcomes`.
+            Op::FailAlloc { op, .. } if self.inject && injectable(op) => self.apply(op),
             _ => Ret::Skipped,
         }
     }
@@ -452,6 +459,20 @@ impl Model {
         let v = self.layout.at(w.page)?;
         Some((v.map, v.map_page(w.page) * PAGE + w.word * 8))
     }
+}
+
+/// Whether `fail_alloc` takes `op`: an access or a populate, whose
+/// faults allocate page tables.
+pub fn injectable(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Touch(_)
+            | Op::Madvise {
+                advice: Advice::PopulateRead | Advice::PopulateWrite,
+                ..
+            }
+            | Op::Mmap(Mmap { populate: true, .. })
+    )
 }
 
 /// Whether `r` lies in the arena and is not empty.

@@ -232,6 +232,13 @@ pub enum Op {
     Drop(u32),
     /// The libbpf skeleton client (.data, .bss, .rodata mmapped) once.
     Skeleton(u64),
+    /// `op` (a load or store, MAP_POPULATE, MADV_POPULATE_*) with one
+    /// page allocation of this thread failing after `pass` that succeed
+    /// (fail_page_alloc's `space`, armed for this thread alone).
+    FailAlloc {
+        pass: u32,
+        op: Box<Op>,
+    },
 }
 
 impl fmt::Display for Range {
@@ -334,6 +341,7 @@ impl fmt::Display for Op {
             Op::Reopen(m) => write!(f, "reopen m{m}"),
             Op::Drop(m) => write!(f, "drop m{m}"),
             Op::Skeleton(seed) => write!(f, "skeleton {seed:x}"),
+            Op::FailAlloc { pass, op } => write!(f, "fail_alloc pass={pass} {op}"),
         }
     }
 }

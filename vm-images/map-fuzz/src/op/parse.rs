@@ -134,6 +134,9 @@ impl FromStr for Op {
     type Err = ParseError;
 
     fn from_str(text: &str) -> Result<Op, ParseError> {
+        if let Some(rest) = text.trim_start().strip_prefix("fail_alloc ") {
+            return fail_alloc(rest);
+        }
         let line = Line::new(text);
         let name = line.arg(0)?;
         for parse in [map_op, mapping_op, access_op, element_op] {
@@ -143,6 +146,21 @@ impl FromStr for Op {
         }
         Err(bad("unknown operation", name))
     }
+}
+
+/// `pass=N OP`: the operation with an allocation failing in it.
+fn fail_alloc(rest: &str) -> Result<Op, ParseError> {
+    let (pass, op) = rest
+        .trim_start()
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| bad("not fail_alloc pass=N OP", rest))?;
+    let pass = pass
+        .strip_prefix("pass=")
+        .ok_or_else(|| bad("not pass=N", pass))?;
+    Ok(Op::FailAlloc {
+        pass: num(pass)?,
+        op: Box::new(op.parse()?),
+    })
 }
 
 /// A map's creation and lifetime, and the skeleton client; None for
@@ -368,6 +386,10 @@ mod tests {
             Op::FileToMap {
                 range: r(10, 1),
                 fill: 0xab,
+            },
+            Op::FailAlloc {
+                pass: 1,
+                op: Box::new(Op::Touch(read(w(12, 4)))),
             },
         ]
     }
