@@ -61,7 +61,10 @@ impl Executor {
     /// Reserves the arena; `client` is the skeleton client, if present;
     /// `inject`: set fail_page_alloc up.
     pub fn new(client: Option<PathBuf>, inject: bool) -> io::Result<Executor> {
-        let arena = reserve_aligned(ARENA_PAGES * PAGE)?;
+        // Aligned to its size: its 2 MiB regions, under a page table
+        // each, hold nothing of the process but the arena's mappings
+        // (`model::inject`). Never unmapped while the process lives.
+        let (arena, _) = mm::reserve(ARENA_PAGES * PAGE, ARENA_PAGES * PAGE)?.leak();
         // SAFETY: memfd_create takes a NUL-terminated name.
         let fd = unsafe { libc::memfd_create(c"bpflab-fuzz".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
@@ -527,22 +530,6 @@ fn warm_counted_access(scratch: usize) -> io::Result<()> {
         )));
     }
     Ok(())
-}
-
-/// A PROT_NONE reserve of `len` bytes aligned to `len`: its 2 MiB
-/// regions, under a page table each, hold nothing of the process but the
-/// arena's mappings (`model::inject`).
-fn reserve_aligned(len: usize) -> io::Result<usize> {
-    let big = mm::mmap_raw(0, 2 * len, libc::PROT_NONE, RESERVE, -1, 0)?;
-    let start = big.next_multiple_of(len);
-    if start > big {
-        mm::munmap(big, start - big)?;
-    }
-    let tail = big + 2 * len - (start + len);
-    if tail > 0 {
-        mm::munmap(start + len, tail)?;
-    }
-    Ok(start)
 }
 
 /// Ok, or the errno.

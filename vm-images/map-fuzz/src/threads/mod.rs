@@ -168,7 +168,8 @@ fn race(shared: &Shared, round: &Round) -> Vec<Vec<Ret>> {
     *shared.round.lock().expect("round") = round.clone();
     shared.start.wait();
     shared.end.wait();
-    std::mem::take(&mut *shared.results.lock().expect("results"))
+    let slots = vec![Vec::new(); round.0.len()];
+    std::mem::replace(&mut *shared.results.lock().expect("results"), slots)
 }
 
 /// Thread `t`: each round, its events, between the barriers.
@@ -180,13 +181,7 @@ fn worker(t: usize, shared: &Shared, vmas: &[Vma]) {
         }
         let events = shared.round.lock().expect("round").0[t].clone();
         let rets: Vec<Ret> = events.iter().map(|e| run_event(e, vmas)).collect();
-        {
-            let mut results = shared.results.lock().expect("results");
-            if results.len() <= t {
-                results.resize(t + 1, Vec::new());
-            }
-            results[t] = rets;
-        }
+        shared.results.lock().expect("results")[t] = rets;
         shared.end.wait();
     }
 }
