@@ -89,6 +89,22 @@ fn clock_seed() -> u64 {
         .map_or(1, |d| d.as_secs() ^ u64::from(d.subsec_nanos()))
 }
 
+/// Names the clean kernels whose pass covers no fired allocation failure
+/// or no racing round: a clean verdict says only what the run tried.
+fn say_untried(fuzzed: &Fuzzed) {
+    let untried: Vec<&str> = (fuzzed.targets.iter().zip(&fuzzed.runs))
+        .zip(&fuzzed.verdicts)
+        .filter(|((_, r), v)| matches!(v, Verdict::Clean) && !r.fuzz.tried_both())
+        .map(|((t, _), _)| t.name.as_str())
+        .collect();
+    if !untried.is_empty() {
+        println!(
+            "{}: clean without a fired allocation failure or a racing round; run longer (--seconds, --race-seconds) to cover them",
+            untried.join(", ")
+        );
+    }
+}
+
 fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
     let (targets, ran, verdicts) = (&fuzzed.targets, &fuzzed.runs, &fuzzed.verdicts);
     let runs: Vec<(&str, &KernelFuzz)> = targets
@@ -104,7 +120,10 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
             .as_ref()
             .map_or("-".to_string(), |s| format!("{:.1}", s.ops_per_sec));
         let result = match v {
-            Verdict::Clean => "clean".to_string(),
+            Verdict::Clean => match r.fuzz.tried() {
+                Some(tried) => format!("clean ({tried})"),
+                None => "clean".to_string(),
+            },
             Verdict::Diverged(why, Some(p)) => {
                 format!("DIVERGED: {why}\n{:>38}reproducer: {}", "", p.display())
             }
@@ -114,6 +133,7 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
         };
         println!("{:<18} {:>8} {:>8}  {result}", t.name, r.fuzz.ops, rate);
     }
+    say_untried(fuzzed);
     let disagree = fuzz::digests_disagree(&runs);
     if let Some((ops, a, b)) = disagree {
         println!(

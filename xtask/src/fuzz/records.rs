@@ -93,6 +93,41 @@ pub fn read(payloads: &[String]) -> Result<KernelFuzz> {
     Ok(k)
 }
 
+impl KernelFuzz {
+    /// What a run tried beyond plain operations, from its summary: the
+    /// injected allocation failures (drawn, and fired) and the racing
+    /// rounds. A clean verdict proves nothing of either when it says 0.
+    pub fn tried(&self) -> Option<String> {
+        let counts = &self.summary.as_ref()?.counts;
+        let count = |key: &str| counts.get(key).copied().unwrap_or(0);
+        let injected = if self.inject {
+            format!(
+                "fail_alloc {}, {} fired",
+                count("fail_alloc"),
+                count("fail_alloc fired")
+            )
+        } else {
+            "no fail_page_alloc in the kernel".to_string()
+        };
+        let rounds = counts
+            .iter()
+            .find(|(k, _)| k.starts_with("race rounds"))
+            .map_or("no racing round".to_string(), |(k, n)| {
+                format!("{n} {}", k.trim_start_matches("race "))
+            });
+        Some(format!("{injected}; {rounds}"))
+    }
+
+    /// Whether the run fired an allocation failure and raced threads:
+    /// what its clean verdict covers.
+    pub fn tried_both(&self) -> bool {
+        self.summary.as_ref().is_some_and(|s| {
+            s.counts.get("fail_alloc fired").is_some_and(|n| *n > 0)
+                && s.counts.keys().any(|k| k.starts_with("race rounds"))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +157,46 @@ mod tests {
             err.starts_with("a fuzz record the host cannot read"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn what_a_run_tried_is_read_from_its_summary() {
+        let summary = |counts: &str| {
+            format!(
+                r#"{{"kind":"summary","ops":9,"executed":9,"secs":1.0,"ops_per_sec":9.0,"counts":{counts},"diverged":false}}"#
+            )
+        };
+        let start = |inject: bool| {
+            format!(
+                r#"{{"kind":"start","seed":7,"seconds":60,"threads":1,"nodes":2,"client":false,"inject":{inject}}}"#
+            )
+        };
+        let both = read(&[
+            start(true),
+            summary(r#"{"fail_alloc":134,"fail_alloc fired":23,"race rounds (4 threads)":412}"#),
+        ])
+        .unwrap();
+        assert_eq!(
+            both.tried().unwrap(),
+            "fail_alloc 134, 23 fired; 412 rounds (4 threads)"
+        );
+        assert!(both.tried_both());
+        let never_fired = read(&[
+            start(true),
+            summary(r#"{"fail_alloc":3,"race rounds (4 threads)":5}"#),
+        ])
+        .unwrap();
+        assert_eq!(
+            never_fired.tried().unwrap(),
+            "fail_alloc 3, 0 fired; 5 rounds (4 threads)"
+        );
+        assert!(!never_fired.tried_both());
+        let neither = read(&[start(false), summary(r#"{"touch":9}"#)]).unwrap();
+        assert_eq!(
+            neither.tried().unwrap(),
+            "no fail_page_alloc in the kernel; no racing round"
+        );
+        assert!(!neither.tried_both());
+        assert_eq!(read(&[start(true)]).unwrap().tried(), None);
     }
 }
