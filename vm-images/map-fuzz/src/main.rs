@@ -11,6 +11,8 @@ use std::time::Duration;
 use map_fuzz::op::{parse_ops, Op};
 use map_fuzz::report::Report;
 use map_fuzz::run::{self, Outcome, Settings, Source};
+use map_fuzz::threads::script::Script;
+use map_fuzz::threads::{Rounds, ThreadsOutcome};
 use map_fuzz::{shrink, threads};
 use selftests::runner::Kernel;
 
@@ -24,12 +26,16 @@ const CLIENT: &str = "/bin/fuzz-client";
 /// room for it after the fuzzing budget.
 const SHRINK_BUDGET: Duration = Duration::from_secs(240);
 
+/// How long a racing round's shrinking replays each run of last rounds:
+/// a race need not recur on the first try.
+const RACE_REPLAY: Duration = Duration::from_secs(20);
+
 /// How often a long silent phase says it is alive: well inside the
 /// host's stall limit (120 s under TCG).
 const HEARTBEAT: Duration = Duration::from_secs(20);
 
-/// The most threads `--threads` takes: each owns words of a page.
-const MAX_THREADS: u64 = 64;
+/// The most threads `--threads` takes.
+const MAX_THREADS: u64 = threads::MAX_THREADS as u64;
 
 #[derive(Debug)]
 struct Options {
@@ -135,7 +141,11 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            Some(parse_ops(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+            let at = |e: String| format!("{}: {e}", path.display());
+            if let Some(script) = Script::parse(&text).map_err(at)? {
+                return replay_rounds(o, &settings, script);
+            }
+            Some(parse_ops(&text).map_err(|e| at(e.to_string()))?)
         }
         None => None,
     };
@@ -158,11 +168,12 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
         let _alive = report.heartbeat(HEARTBEAT);
         let out = threads::run(
             &settings,
-            o.seed,
+            Rounds::Draw { seed: o.seed },
             Duration::from_secs(o.seconds),
             o.threads,
             &mut |ops, digest| report.progress(ops, digest),
         )?;
+        race_reported(o, &settings, &mut report, &out)?;
         return report.threads_summary(&out);
     }
     // A share of a run's time goes to racing threads (not a replay's).
@@ -186,15 +197,54 @@ fn fuzz_with(o: &Options) -> Result<bool, String> {
         let _alive = report.heartbeat(HEARTBEAT);
         threads::run(
             &settings,
-            o.seed,
+            Rounds::Draw { seed: o.seed },
             Duration::from_secs(race_seconds),
             o.race_threads,
             &mut |_, _| Ok(()),
         )?
     };
-    report.raced(&raced)?;
+    race_reported(o, &settings, &mut report, &raced)?;
     report.summary(&out, Some(&raced))?;
     Ok(raced.failure.is_none())
+}
+
+/// A race reproducer's rounds, run again on fresh maps for `--seconds`
+/// or until one breaks; whether none did. Not shrunk.
+fn replay_rounds(o: &Options, settings: &Settings, script: Script) -> Result<bool, String> {
+    let mut report = Report::open(o.results.as_deref())?;
+    report.start(o.seed, o.seconds, script.threads, settings)?;
+    let _alive = report.heartbeat(HEARTBEAT);
+    let out = threads::run(
+        settings,
+        Rounds::Script(script.rounds),
+        Duration::from_secs(o.seconds),
+        script.threads,
+        &mut |ops, digest| report.progress(ops, digest),
+    )?;
+    report.raced(&out, None, 0)?;
+    report.threads_summary(&out)
+}
+
+/// A racing round that broke, reported; then its shortest run of last
+/// rounds that breaks again (not a replay's), reported with it.
+fn race_reported(
+    o: &Options,
+    settings: &Settings,
+    report: &mut Report,
+    out: &ThreadsOutcome,
+) -> Result<(), String> {
+    if out.failure.is_none() {
+        return Ok(());
+    }
+    // Unshrunk first: a guest that dies while shrinking has said it.
+    report.raced(out, None, 0)?;
+    if o.shrink && o.replay.is_none() {
+        let _alive = report.heartbeat(HEARTBEAT);
+        let (shrunk, tries) = threads::shrink(settings, out, RACE_REPLAY, SHRINK_BUDGET);
+        drop(_alive);
+        report.raced(out, shrunk.as_ref(), tries)?;
+    }
+    Ok(())
 }
 
 /// One thread's operations from `source`, reported as they go; a

@@ -2,6 +2,7 @@
 //! (and on stdout): `start`, `progress`, `divergence` and `summary`.
 //! Their fields are read by the host (`xtask/src/fuzz/`).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 
 use guest_common::port;
@@ -10,11 +11,15 @@ use serde_json::{json, Value};
 
 use crate::op::Op;
 use crate::run::{Divergence, Outcome, Settings};
+use crate::threads::script::Script;
 use crate::threads::ThreadsOutcome;
 
 /// The longest unshrunk run a divergence record carries: the host can
 /// always draw the rest again from the seed.
 const MAX_OPS_SENT: usize = 4000;
+
+/// The most rounds before a broken one that its record carries.
+const MAX_ROUNDS_SENT: usize = 64;
 
 pub struct Report {
     port: Option<File>,
@@ -123,8 +128,7 @@ impl Report {
         let secs = out.elapsed.as_secs_f64();
         let mut counts = out.counts.clone();
         if let Some(r) = raced {
-            counts.insert(format!("race rounds ({} threads)", r.threads), r.rounds);
-            counts.insert("race events".into(), r.ops);
+            counts.extend(race_counts(r));
         }
         self.emit(json!({
             "kind": "summary",
@@ -137,42 +141,62 @@ impl Report {
         }))
     }
 
-    /// A racing round that broke, as a divergence (signature "threads").
-    pub fn raced(&mut self, out: &ThreadsOutcome) -> Result<(), String> {
-        match &out.failure {
-            Some(what) => self.race_divergence(out, what),
-            None => Ok(()),
-        }
-    }
-
-    fn race_divergence(&mut self, out: &ThreadsOutcome, what: &str) -> Result<(), String> {
+    /// A racing round that broke, as a divergence (signature "threads"):
+    /// its last rounds as a race reproducer, and the fewest of them that
+    /// broke the same check again when replayed, once shrunk.
+    pub fn raced(
+        &mut self,
+        out: &ThreadsOutcome,
+        shrunk: Option<&Script>,
+        tries: usize,
+    ) -> Result<(), String> {
+        let Some(broken) = &out.failure else {
+            return Ok(());
+        };
+        let last = &out.history[out.history.len().saturating_sub(MAX_ROUNDS_SENT)..];
+        let unshrunk = Script {
+            threads: out.threads,
+            rounds: last.to_vec(),
+        };
         self.emit(json!({
             "kind": "divergence",
             "step": out.ops,
             "op": format!("{} threads", out.threads),
             "signature": "threads",
-            "what": what,
-            "ops": Value::Null,
-            "shrunk": Value::Null,
-            "shrink_runs": 0,
+            "what": format!("{} check: {}", broken.check, broken.what),
+            "ops": unshrunk.lines(),
+            "shrunk": shrunk.map(Script::lines),
+            "shrink_runs": tries,
         }))
     }
 
-    /// Ends a `--threads` run; whether it held.
+    /// Ends a `--threads` run or a race reproducer's replay; whether it
+    /// held.
     pub fn threads_summary(&mut self, out: &ThreadsOutcome) -> Result<bool, String> {
         let secs = out.elapsed.as_secs_f64();
-        self.raced(out)?;
         self.emit(json!({
             "kind": "summary",
             "ops": out.ops,
             "executed": out.ops,
             "secs": secs,
             "ops_per_sec": out.ops as f64 / secs.max(1e-9),
-            "counts": {"rounds": out.rounds},
+            "counts": race_counts(out),
             "diverged": out.failure.is_some(),
         }))?;
         Ok(out.failure.is_none())
     }
+}
+
+/// The summary's counts of racing rounds (what the host reads back).
+fn race_counts(r: &ThreadsOutcome) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::from([
+        (format!("race rounds ({} threads)", r.threads), r.rounds),
+        ("race events".to_string(), r.ops),
+    ]);
+    if r.repetitions > 0 {
+        counts.insert("race replays".to_string(), r.repetitions);
+    }
+    counts
 }
 
 /// Stops the heartbeat when dropped.

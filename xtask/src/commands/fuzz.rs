@@ -58,7 +58,8 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     finish(&fuzzed, &plan)
 }
 
-/// A reproducer the guest can run: every line an operation.
+/// A reproducer the guest can run: every line an operation, or a race
+/// reproducer's rounds.
 /// The `--kernel` words held to this series: all but the bzImage files
 /// a `--claim` holds to one of its variants (a mutant's kernel, to replay
 /// its reproducer). Without `--claim` a file is refused: a model must be
@@ -75,6 +76,13 @@ fn series_words(args: &FuzzArgs) -> Vec<String> {
 fn read_replay(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--replay {}: reading it", path.display()))?;
+    // A race reproducer: its rounds, with their threads.
+    if map_fuzz::threads::script::Script::parse(&text)
+        .map_err(|e| anyhow::anyhow!("--replay {}: {e}", path.display()))?
+        .is_some()
+    {
+        return Ok(text);
+    }
     let ops = map_fuzz::op::parse_ops(&text)
         .map_err(|e| anyhow::anyhow!("--replay {}: {e}", path.display()))?;
     if ops.is_empty() {
@@ -89,19 +97,27 @@ fn clock_seed() -> u64 {
         .map_or(1, |d| d.as_secs() ^ u64::from(d.subsec_nanos()))
 }
 
-/// Names the clean kernels whose pass covers no fired allocation failure
-/// or no racing round: a clean verdict says only what the run tried.
-fn say_untried(fuzzed: &Fuzzed) {
-    let untried: Vec<&str> = (fuzzed.targets.iter().zip(&fuzzed.runs))
+/// Names each clean kernel whose pass covers no fired allocation failure
+/// or no racing round: a clean verdict says only what the run tried. A
+/// replay tries what its file holds.
+fn say_untried(fuzzed: &Fuzzed, plan: &Plan) {
+    if plan.replay {
+        return;
+    }
+    for ((t, r), v) in fuzzed
+        .targets
+        .iter()
+        .zip(&fuzzed.runs)
         .zip(&fuzzed.verdicts)
-        .filter(|((_, r), v)| matches!(v, Verdict::Clean) && !r.fuzz.tried_both())
-        .map(|((t, _), _)| t.name.as_str())
-        .collect();
-    if !untried.is_empty() {
-        println!(
-            "{}: clean without a fired allocation failure or a racing round; run longer (--seconds, --race-seconds) to cover them",
-            untried.join(", ")
-        );
+    {
+        let missing = r.fuzz.untried(plan.threads > 1);
+        if matches!(v, Verdict::Clean) && !missing.is_empty() {
+            println!(
+                "{}: clean with {}: its pass says nothing of them (run longer: --seconds, --race-seconds)",
+                t.name,
+                missing.join(" and ")
+            );
+        }
     }
 }
 
@@ -133,7 +149,7 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
         };
         println!("{:<18} {:>8} {:>8}  {result}", t.name, r.fuzz.ops, rate);
     }
-    say_untried(fuzzed);
+    say_untried(fuzzed, plan);
     let disagree = fuzz::digests_disagree(&runs);
     if let Some((ops, a, b)) = disagree {
         println!(

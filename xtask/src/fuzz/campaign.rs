@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use guest_common::protocol::Program;
 
-use super::records::{self, KernelFuzz};
+use super::records::{self, Divergence, KernelFuzz};
 use super::{client, tools, Plan, REPLAY_PATH};
 use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
@@ -164,6 +164,30 @@ pub enum Verdict {
     FuzzerFailed(String),
 }
 
+/// A racing round that broke: its reproducer is the shortest run of last
+/// rounds that broke the same check again when the guest replayed it,
+/// or, when none did, the last rounds as they ran (said in the verdict).
+fn race_verdict(run_dir: &Path, kernel: &str, plan: &Plan, d: &Divergence) -> Result<Verdict> {
+    let mut what = format!("racing {}: {}", d.op, d.what);
+    let rounds = match (&d.shrunk, &d.ops) {
+        (Some(shrunk), _) => shrunk,
+        (None, Some(last)) if !plan.replay => {
+            what.push_str(&match d.shrink_runs {
+                0 => " (not replayed: the reproducer holds its last rounds as they ran)".to_string(),
+                n => format!(
+                    " (it did not break again in {n} replays of its last rounds: the reproducer holds them as they ran)"
+                ),
+            });
+            last
+        }
+        _ => return Ok(Verdict::Diverged(what, None)),
+    };
+    let path = super::reproducer_path(run_dir, kernel, plan.seed);
+    std::fs::write(&path, super::reproducer(kernel, plan.seed, &what, rounds))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(Verdict::Diverged(what, Some(path)))
+}
+
 /// One kernel's verdict from its records, and its reproducer written.
 fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
     let run = r.run.as_ref();
@@ -183,15 +207,16 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
         super::regenerate(plan.seed, count, nodes(run), f.client, f.inject)
     };
     if let Some(d) = &r.fuzz.divergence {
+        if d.signature == RACE_SIGNATURE {
+            return race_verdict(run_dir, &t.name, plan, d);
+        }
         let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
         let ops = d
             .shrunk
             .clone()
             .or_else(|| d.ops.clone())
             .unwrap_or_else(|| drawn(d.step + 1));
-        // A racing round is named in `what`; its seed gives it again.
-        let raced = d.signature == RACE_SIGNATURE;
-        let path = if raced || (plan.replay && d.shrunk.is_none()) {
+        let path = if plan.replay && d.shrunk.is_none() {
             None
         } else {
             write(&what, &ops)?
@@ -255,4 +280,86 @@ fn nodes(run: Option<&GuestRun>) -> u32 {
             })
     })
     .unwrap_or(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raced(shrunk: Option<&[&str]>, shrink_runs: usize) -> Divergence {
+        let lines = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Divergence {
+            seed: Some(5),
+            step: 40,
+            op: "4 threads".to_string(),
+            signature: RACE_SIGNATURE.to_string(),
+            what: "presence check: round 9 (t0: load v0 @3.0; t1: load v0 @3.1): ...".to_string(),
+            ops: Some(lines(&[
+                "threads 4",
+                "round t0: load v0 @1.0; t1: load v0 @1.1",
+                "round t0: load v0 @3.0; t1: load v0 @3.1",
+            ])),
+            shrunk: shrunk.map(lines),
+            shrink_runs,
+        }
+    }
+
+    fn plan(replay: bool) -> Plan {
+        Plan {
+            seed: 5,
+            seconds: 60,
+            threads: 1,
+            race_seconds: 15,
+            replay,
+        }
+    }
+
+    /// The file written, and the verdict's words.
+    fn verdict(d: &Divergence, replay: bool) -> (Option<String>, String) {
+        let dir = crate::util::tempdir();
+        match race_verdict(&dir, "prefault", &plan(replay), d).unwrap() {
+            Verdict::Diverged(what, path) => {
+                (path.map(|p| std::fs::read_to_string(p).unwrap()), what)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_broken_round_writes_the_rounds_that_broke_it_again() {
+        let shrunk = ["threads 4", "round t0: load v0 @3.0; t1: load v0 @3.1"];
+        let (file, what) = verdict(&raced(Some(&shrunk), 1), false);
+        let file = file.expect("a reproducer");
+        assert!(
+            file.ends_with("threads 4\nround t0: load v0 @3.0; t1: load v0 @3.1\n"),
+            "{file}"
+        );
+        let script = map_fuzz::threads::script::Script::parse(&file)
+            .unwrap()
+            .unwrap();
+        assert_eq!(script.rounds.len(), 1);
+        assert!(
+            what.starts_with("racing 4 threads: presence check"),
+            "{what}"
+        );
+
+        let (file, what) = verdict(&raced(None, 6), false);
+        assert_eq!(
+            file.unwrap()
+                .lines()
+                .filter(|l| l.starts_with("round "))
+                .count(),
+            2,
+            "the last rounds as they ran"
+        );
+        assert!(what.contains("did not break again in 6 replays"), "{what}");
+        let (_, what) = verdict(&raced(None, 0), false);
+        assert!(what.contains("not replayed"), "{what}");
+
+        let (file, _) = verdict(&raced(None, 0), true);
+        assert_eq!(
+            file, None,
+            "a replay's failure writes no reproducer of itself"
+        );
+    }
 }

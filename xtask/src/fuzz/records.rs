@@ -115,16 +115,27 @@ impl KernelFuzz {
             .map_or("no racing round".to_string(), |(k, n)| {
                 format!("{n} {}", k.trim_start_matches("race "))
             });
-        Some(format!("{injected}; {rounds}"))
+        let replays = match count("race replays") {
+            0 => String::new(),
+            n => format!(" in {n} replays"),
+        };
+        Some(format!("{injected}; {rounds}{replays}"))
     }
 
-    /// Whether the run fired an allocation failure and raced threads:
-    /// what its clean verdict covers.
-    pub fn tried_both(&self) -> bool {
-        self.summary.as_ref().is_some_and(|s| {
-            s.counts.get("fail_alloc fired").is_some_and(|n| *n > 0)
-                && s.counts.keys().any(|k| k.starts_with("race rounds"))
-        })
+    /// What a clean run did not try, of what its kind of run tries (one
+    /// of `--threads` only races): its pass says nothing of those.
+    pub fn untried(&self, threads_only: bool) -> Vec<&'static str> {
+        let Some(s) = &self.summary else {
+            return Vec::new();
+        };
+        let mut missing = Vec::new();
+        if !threads_only && s.counts.get("fail_alloc fired").is_none_or(|n| *n == 0) {
+            missing.push("no allocation failure fired");
+        }
+        if !s.counts.keys().any(|k| k.starts_with("race rounds")) {
+            missing.push("no racing round");
+        }
+        missing
     }
 }
 
@@ -180,7 +191,7 @@ mod tests {
             both.tried().unwrap(),
             "fail_alloc 134, 23 fired; 412 rounds (4 threads)"
         );
-        assert!(both.tried_both());
+        assert!(both.untried(false).is_empty());
         let never_fired = read(&[
             start(true),
             summary(r#"{"fail_alloc":3,"race rounds (4 threads)":5}"#),
@@ -190,13 +201,29 @@ mod tests {
             never_fired.tried().unwrap(),
             "fail_alloc 3, 0 fired; 5 rounds (4 threads)"
         );
-        assert!(!never_fired.tried_both());
+        assert_eq!(never_fired.untried(false), ["no allocation failure fired"]);
+        assert!(
+            never_fired.untried(true).is_empty(),
+            "--threads injects nothing"
+        );
         let neither = read(&[start(false), summary(r#"{"touch":9}"#)]).unwrap();
         assert_eq!(
             neither.tried().unwrap(),
             "no fail_page_alloc in the kernel; no racing round"
         );
-        assert!(!neither.tried_both());
+        assert_eq!(
+            neither.untried(false),
+            ["no allocation failure fired", "no racing round"]
+        );
+        let replayed = read(&[
+            start(true),
+            summary(r#"{"race rounds (4 threads)":991,"race replays":991}"#),
+        ])
+        .unwrap();
+        assert_eq!(
+            replayed.tried().unwrap(),
+            "fail_alloc 0, 0 fired; 991 rounds (4 threads) in 991 replays"
+        );
         assert_eq!(read(&[start(true)]).unwrap().tried(), None);
     }
 }

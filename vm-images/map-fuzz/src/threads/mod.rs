@@ -18,6 +18,7 @@
 pub mod bounds;
 mod catch;
 pub mod round;
+pub mod script;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +33,7 @@ use selftests::sys::mm;
 
 use self::bounds::{bounds, Effect};
 use self::round::{Event, Round, Vma};
+use self::script::Script;
 use crate::model::inject::show_pages;
 use crate::model::{Ret, PAGE};
 use crate::rng::Rng;
@@ -39,6 +41,17 @@ use crate::run::{show, Settings};
 
 /// The maps' sizes in pages; each is mapped twice.
 const MAPS: [usize; 2] = [100, 16];
+
+/// The mappings: each map twice, v0 and v1 of map 0, v2 and v3 of map 1.
+pub const VMAS: usize = 2 * MAPS.len();
+
+/// The most threads a round has: each owns words of a page.
+pub const MAX_THREADS: usize = 64;
+
+/// The pages of mapping `v`.
+pub fn vma_pages(v: usize) -> usize {
+    MAPS[v / 2]
+}
 
 /// Rounds between progress reports.
 const PROGRESS_ROUNDS: usize = 50;
@@ -50,8 +63,29 @@ pub struct ThreadsOutcome {
     /// Events done, over all threads and rounds.
     pub ops: usize,
     pub rounds: usize,
+    /// Times a script's rounds were run on fresh maps.
+    pub repetitions: usize,
     pub elapsed: Duration,
-    pub failure: Option<String>,
+    pub failure: Option<Broken>,
+    /// The rounds drawn on the last maps, the broken one last.
+    pub history: Vec<Round>,
+}
+
+/// A round that broke: which check (`returns`, `presence`, `word`,
+/// `log`: a replay recurs when the same one breaks) and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    pub check: &'static str,
+    pub what: String,
+}
+
+/// Where a run's rounds come from.
+pub enum Rounds {
+    /// Drawn from the seed until the budget is spent.
+    Draw { seed: u64 },
+    /// A reproducer's, in order on fresh maps, and again until one breaks
+    /// or the budget is spent.
+    Script(Vec<Round>),
 }
 
 /// What the coordinator and the threads share: the round to do, what
@@ -73,30 +107,50 @@ type Owned = HashMap<(usize, usize), u64>;
 /// they ran in is the scheduler's: no two runs have one to compare).
 pub fn run(
     settings: &Settings,
-    seed: u64,
+    rounds: Rounds,
     budget: Duration,
     threads: usize,
     progress: &mut dyn FnMut(usize, u64) -> Result<(), String>,
 ) -> Result<ThreadsOutcome, String> {
-    let maps: Vec<Map> = MAPS
-        .iter()
-        .map(|&pages| MapSpec::mmapable_array(PAGE as u32, pages as u32).create())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("creating the shared maps: {e}"))?;
-    let mut vmas = Vec::new();
-    let mut mappings = Vec::new();
-    for (map, (m, &pages)) in maps.iter().zip(&MAPS).enumerate() {
-        for _ in 0..2 {
-            let mapping = mm::map_shared(m.fd(), pages * PAGE, mm::RW, 0)
-                .map_err(|e| format!("mapping map {map}: {e}"))?;
-            vmas.push(Vma {
-                addr: mapping.addr(),
-                pages,
-                map,
-            });
-            mappings.push(mapping);
+    let started = Instant::now();
+    let mut out = ThreadsOutcome {
+        threads,
+        ..Default::default()
+    };
+    match rounds {
+        Rounds::Draw { seed } => {
+            let mut rng = Rng::new(seed);
+            // Base maps every page at mmap(): a zapped one is a hole.
+            let zaps = settings.kernel.fill() != Fill::Eager;
+            let mut next = |vmas: &[Vma]| {
+                (started.elapsed() < budget).then(|| round::draw(&mut rng, vmas, threads, zaps))
+            };
+            on_fresh_maps(settings, &mut out, &mut next, progress)?;
         }
+        Rounds::Script(script) => loop {
+            let mut rounds = script.iter().cloned();
+            on_fresh_maps(settings, &mut out, &mut |_| rounds.next(), progress)?;
+            out.repetitions += 1;
+            if out.failure.is_some() || started.elapsed() >= budget {
+                break;
+            }
+        },
     }
+    out.elapsed = started.elapsed();
+    progress(out.ops, 0)?;
+    Ok(out)
+}
+
+/// Rounds from `next` on maps made for them, until it has none or one
+/// breaks; the rounds are kept in `out.history`.
+fn on_fresh_maps(
+    settings: &Settings,
+    out: &mut ThreadsOutcome,
+    next: &mut dyn FnMut(&[Vma]) -> Option<Round>,
+    progress: &mut dyn FnMut(usize, u64) -> Result<(), String>,
+) -> Result<(), String> {
+    let threads = out.threads;
+    let (maps, mappings, vmas) = shared_maps()?;
     let fill = settings.kernel.fill();
     let mut state = State {
         fill,
@@ -118,12 +172,7 @@ pub fn run(
         stop: AtomicBool::new(false),
     };
     let _handler = catch::Installed::new();
-    let started = Instant::now();
-    let mut out = ThreadsOutcome {
-        threads,
-        ..Default::default()
-    };
-    let mut rng = Rng::new(seed);
+    out.history.clear();
     std::thread::scope(|s| -> Result<(), String> {
         for t in 0..threads {
             let (shared, vmas) = (&shared, &vmas);
@@ -131,14 +180,16 @@ pub fn run(
         }
         // Released however the loop ends, so that the scope can join them.
         let _release = Release(&shared);
-        while started.elapsed() < budget {
-            // Base maps every page at mmap(): a zapped one is a hole.
-            let round = round::draw(&mut rng, &vmas, threads, fill != Fill::Eager);
+        while let Some(round) = next(&vmas) {
             let results = race(&shared, &round);
             out.rounds += 1;
             out.ops += round.0.iter().map(Vec::len).sum::<usize>();
-            if let Err(e) = state.check(&round, &results, (&vmas, &maps)) {
-                out.failure = Some(format!("round {} ({round}): {e}", out.rounds));
+            let checked = state.check(&round, &results, (&vmas, &maps));
+            out.history.push(round);
+            if let Err(mut broken) = checked {
+                let last = out.history.last().expect("just pushed");
+                broken.what = format!("round {} ({last}): {}", out.rounds, broken.what);
+                out.failure = Some(broken);
                 break;
             }
             if out.rounds.is_multiple_of(PROGRESS_ROUNDS) {
@@ -147,10 +198,79 @@ pub fn run(
         }
         Ok(())
     })?;
-    out.elapsed = started.elapsed();
-    progress(out.ops, 0)?;
     drop(mappings);
-    Ok(out)
+    Ok(())
+}
+
+/// The maps the threads share, their mappings (kept while they are used)
+/// and where those are.
+type SharedMaps = (Vec<Map>, Vec<mm::Mapping>, Vec<Vma>);
+
+/// The shared maps and their mappings (`VMAS` of them).
+fn shared_maps() -> Result<SharedMaps, String> {
+    let maps: Vec<Map> = MAPS
+        .iter()
+        .map(|&pages| MapSpec::mmapable_array(PAGE as u32, pages as u32).create())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("creating the shared maps: {e}"))?;
+    let mut vmas = Vec::new();
+    let mut mappings = Vec::new();
+    for (map, (m, &pages)) in maps.iter().zip(&MAPS).enumerate() {
+        for _ in 0..2 {
+            let mapping = mm::map_shared(m.fd(), pages * PAGE, mm::RW, 0)
+                .map_err(|e| format!("mapping map {map}: {e}"))?;
+            vmas.push(Vma {
+                addr: mapping.addr(),
+                pages,
+                map,
+            });
+            mappings.push(mapping);
+        }
+    }
+    Ok((maps, mappings, vmas))
+}
+
+/// The shortest run of `history`'s last rounds that breaks the same
+/// check again when replayed on fresh maps (doubling from the broken
+/// round alone), each tried for up to `each` and all for `budget`; the
+/// script found, and the tries.
+pub fn shrink(
+    settings: &Settings,
+    out: &ThreadsOutcome,
+    each: Duration,
+    budget: Duration,
+) -> (Option<Script>, usize) {
+    let Some(broken) = &out.failure else {
+        return (None, 0);
+    };
+    let started = Instant::now();
+    let mut tries = 0;
+    let mut len = 1;
+    while started.elapsed() < budget {
+        let take = len.min(out.history.len());
+        let rounds = out.history[out.history.len() - take..].to_vec();
+        let left = budget.saturating_sub(started.elapsed());
+        tries += 1;
+        let replay = run(
+            settings,
+            Rounds::Script(rounds.clone()),
+            each.min(left),
+            out.threads,
+            &mut |_, _| Ok(()),
+        );
+        if replay.is_ok_and(|r| r.failure.is_some_and(|b| b.check == broken.check)) {
+            let script = Script {
+                threads: out.threads,
+                rounds,
+            };
+            return (Some(script), tries);
+        }
+        if take == out.history.len() {
+            break;
+        }
+        len *= 2;
+    }
+    (None, tries)
 }
 
 /// Stops the threads and lets them out of their barrier on drop.
@@ -240,17 +360,22 @@ impl State {
         round: &Round,
         results: &[Vec<Ret>],
         (vmas, maps): (&[Vma], &[Map]),
-    ) -> Result<(), String> {
-        let stored = self.returns(round, results, vmas)?;
+    ) -> Result<(), Broken> {
+        let broke = |check: &'static str| move |what: String| Broken { check, what };
+        let stored = self
+            .returns(round, results, vmas)
+            .map_err(broke("returns"))?;
         for (v, vma) in vmas.iter().enumerate() {
-            let seen = present_pages(vma)?;
-            self.presence((v, vma.pages), round, &seen)?;
+            let seen = present_pages(vma).map_err(broke("presence"))?;
+            self.presence((v, vma.pages), round, &seen)
+                .map_err(broke("presence"))?;
             self.present[v] = seen;
         }
         for &(map, page, word) in &stored {
-            self.word(map, page, word, (vmas, maps))?;
+            self.word(map, page, word, (vmas, maps))
+                .map_err(broke("word"))?;
         }
-        crate::check::log(&mut self.kmsg)
+        crate::check::log(&mut self.kmsg).map_err(broke("log"))
     }
 
     /// Each event's return; the words stored, as (map, page, word).

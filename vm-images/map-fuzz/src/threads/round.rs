@@ -104,6 +104,84 @@ impl fmt::Display for Round {
     }
 }
 
+impl std::str::FromStr for Event {
+    type Err = String;
+
+    /// An event as Display writes it: `load v0 @3.5`, `store v0 @3.5=ff`,
+    /// `populate_read v1 @2+4`, `populate_write ...`, `dontneed ...`.
+    fn from_str(text: &str) -> Result<Event, String> {
+        let bad = || {
+            format!("{text:?}: not an event (load, store, populate_read, populate_write, dontneed)")
+        };
+        let (verb, rest) = text.trim().split_once(' ').ok_or_else(bad)?;
+        let (vma, place) = rest.split_once(" @").ok_or_else(bad)?;
+        let num = |t: &str| t.parse::<usize>().map_err(|_| bad());
+        let vma = num(vma.strip_prefix('v').ok_or_else(bad)?)?;
+        let word = |place: &str| -> Result<(usize, usize), String> {
+            let (page, word) = place.split_once('.').ok_or_else(bad)?;
+            Ok((num(page)?, num(word)?))
+        };
+        let run = || -> Result<(usize, usize), String> {
+            let (at, pages) = place.split_once('+').ok_or_else(bad)?;
+            Ok((num(at)?, num(pages)?))
+        };
+        Ok(match verb {
+            "load" => {
+                let (page, word) = word(place)?;
+                Event::Load { vma, page, word }
+            }
+            "store" => {
+                let (place, value) = place.split_once('=').ok_or_else(bad)?;
+                let (page, word) = word(place)?;
+                let value = u64::from_str_radix(value, 16).map_err(|_| bad())?;
+                Event::Store {
+                    vma,
+                    page,
+                    word,
+                    value,
+                }
+            }
+            "populate_read" | "populate_write" => {
+                let (at, pages) = run()?;
+                Event::Populate {
+                    vma,
+                    at,
+                    pages,
+                    write: verb == "populate_write",
+                }
+            }
+            "dontneed" => {
+                let (at, pages) = run()?;
+                Event::Zap { vma, at, pages }
+            }
+            _ => return Err(bad()),
+        })
+    }
+}
+
+impl Round {
+    /// A round as Display writes it (`t0: load v0 @3.5, ...; t2: ...`),
+    /// for `threads` threads.
+    pub fn parse(text: &str, threads: usize) -> Result<Round, String> {
+        let mut round = vec![Vec::new(); threads];
+        for part in text.split(';') {
+            let (t, events) = part
+                .trim()
+                .split_once(": ")
+                .ok_or(format!("{part:?}: not `tN: events`"))?;
+            let t: usize = t
+                .strip_prefix('t')
+                .and_then(|t| t.parse().ok())
+                .filter(|&t| t < threads)
+                .ok_or(format!("{t:?}: not a thread of {threads}"))?;
+            for e in events.split(", ") {
+                round[t].push(e.parse()?);
+            }
+        }
+        Ok(Round(round))
+    }
+}
+
 /// One of thread `t`'s words (those whose index is `t` modulo `threads`).
 pub fn own_word(rng: &mut Rng, t: usize, threads: usize) -> usize {
     t + threads * rng.below((WORDS - t).div_ceil(threads))
@@ -185,20 +263,18 @@ fn event(
 mod tests {
     use super::*;
 
+    /// A mapping of each map, as the threads' rounds see them.
+    fn two_vmas() -> [Vma; 2] {
+        [(100, 0), (16, 1)].map(|(pages, map)| Vma {
+            addr: 0,
+            pages,
+            map,
+        })
+    }
+
     #[test]
     fn a_round_keeps_two_threads_busy_and_its_events_few() {
-        let vmas = [
-            Vma {
-                addr: 0,
-                pages: 100,
-                map: 0,
-            },
-            Vma {
-                addr: 0,
-                pages: 16,
-                map: 1,
-            },
-        ];
+        let vmas = two_vmas();
         let mut rng = Rng::new(3);
         for threads in [2, 4, 8] {
             for _ in 0..500 {
@@ -215,6 +291,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_round_reads_back_from_its_text() {
+        let vmas = two_vmas();
+        let mut rng = Rng::new(5);
+        for threads in [2, 4] {
+            for _ in 0..300 {
+                let round = draw(&mut rng, &vmas, threads, true);
+                let text = round.to_string();
+                assert_eq!(Round::parse(&text, threads).as_ref(), Ok(&round), "{text}");
+            }
+        }
+        for bad in [
+            "t9: load v0 @1.2",
+            "t0: lod v0 @1.2",
+            "t0: store v0 @1.2",
+            "t0: populate_read v0 @1",
+            "load v0 @1.2",
+        ] {
+            assert!(Round::parse(bad, 4).is_err(), "{bad}");
         }
     }
 }
