@@ -53,6 +53,10 @@ pub fn vma_pages(v: usize) -> usize {
     MAPS[v / 2]
 }
 
+/// The last rounds kept for shrinking (between this and twice as many):
+/// replaying more would outlast a shrinking try.
+const HISTORY: usize = 1024;
+
 /// Rounds between progress reports.
 const PROGRESS_ROUNDS: usize = 50;
 
@@ -67,7 +71,8 @@ pub struct ThreadsOutcome {
     pub repetitions: usize,
     pub elapsed: Duration,
     pub failure: Option<Broken>,
-    /// The rounds drawn on the last maps, the broken one last.
+    /// The last rounds run on the last maps (HISTORY or more), the
+    /// broken one last.
     pub history: Vec<Round>,
 }
 
@@ -186,6 +191,9 @@ fn on_fresh_maps(
             out.ops += round.0.iter().map(Vec::len).sum::<usize>();
             let checked = state.check(&round, &results, (&vmas, &maps));
             out.history.push(round);
+            if out.history.len() > 2 * HISTORY {
+                out.history.drain(..HISTORY);
+            }
             if let Err(mut broken) = checked {
                 let last = out.history.last().expect("just pushed");
                 broken.what = format!("round {} ({last}): {}", out.rounds, broken.what);
