@@ -167,7 +167,12 @@ pub enum Verdict {
 /// A racing round that broke: its reproducer is the shortest run of last
 /// rounds that broke the same check again when the guest replayed it,
 /// or, when none did, the last rounds as they ran (said in the verdict).
-fn race_verdict(run_dir: &Path, kernel: &str, plan: &Plan, d: &Divergence) -> Result<Verdict> {
+fn race_verdict(
+    run_dir: &Path,
+    (name, words): (&str, &str),
+    plan: &Plan,
+    d: &Divergence,
+) -> Result<Verdict> {
     let mut what = format!("racing {}: {}", d.op, d.what);
     let rounds = match (&d.shrunk, &d.ops) {
         (Some(shrunk), _) => shrunk,
@@ -182,10 +187,21 @@ fn race_verdict(run_dir: &Path, kernel: &str, plan: &Plan, d: &Divergence) -> Re
         }
         _ => return Ok(Verdict::Diverged(what, None)),
     };
-    let path = super::reproducer_path(run_dir, kernel, plan.seed);
-    std::fs::write(&path, super::reproducer(kernel, plan.seed, &what, rounds))
+    let path = super::reproducer_path(run_dir, name, plan.seed);
+    std::fs::write(&path, super::reproducer(words, plan.seed, &what, rounds))
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(Verdict::Diverged(what, Some(path)))
+}
+
+/// The `--kernel` words that boot `t` again: its name for a kernel of the
+/// series, or for a bzImage given by path that path and the model it was
+/// held to (`--claim`).
+fn replay_words(t: &Target) -> String {
+    if t.bzimage.file_name() == Some(std::ffi::OsStr::new(&t.name)) {
+        format!("{} --claim {}", t.bzimage.display(), t.flavor.name())
+    } else {
+        t.name.clone()
+    }
 }
 
 /// One kernel's verdict from its records, and its reproducer written.
@@ -198,8 +214,11 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
             return Ok(None);
         }
         let path = super::reproducer_path(run_dir, &t.name, plan.seed);
-        std::fs::write(&path, super::reproducer(&t.name, plan.seed, what, ops))
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(
+            &path,
+            super::reproducer(&replay_words(t), plan.seed, what, ops),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
         Ok(Some(path))
     };
     let drawn = |count: usize| {
@@ -208,7 +227,7 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
     };
     if let Some(d) = &r.fuzz.divergence {
         if d.signature == RACE_SIGNATURE {
-            return race_verdict(run_dir, &t.name, plan, d);
+            return race_verdict(run_dir, (&t.name, &replay_words(t)), plan, d);
         }
         let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
         let ops = d
@@ -317,7 +336,7 @@ mod tests {
     /// The file written, and the verdict's words.
     fn verdict(d: &Divergence, replay: bool) -> (Option<String>, String) {
         let dir = crate::util::tempdir();
-        match race_verdict(&dir, "prefault", &plan(replay), d).unwrap() {
+        match race_verdict(&dir, ("prefault", "prefault"), &plan(replay), d).unwrap() {
             Verdict::Diverged(what, path) => {
                 (path.map(|p| std::fs::read_to_string(p).unwrap()), what)
             }
@@ -360,6 +379,34 @@ mod tests {
         assert_eq!(
             file, None,
             "a replay's failure writes no reproducer of itself"
+        );
+    }
+
+    #[test]
+    fn a_bzimage_of_its_own_is_replayed_by_its_path_and_claim() {
+        let target = |name: &str, bzimage: &str, claim: &str| Target {
+            name: name.to_string(),
+            bzimage: PathBuf::from(bzimage),
+            flavor: kernel::Flavor::from_name(claim),
+            debug: false,
+            vmlinux: None,
+        };
+        let own = target("m.bzImage", "/tmp/runs/m.bzImage", "prefault");
+        assert_eq!(replay_words(&own), "/tmp/runs/m.bzImage --claim prefault");
+        let built = target(
+            "prefault",
+            "/cache/prefault/arch/x86/boot/bzImage",
+            "prefault",
+        );
+        assert_eq!(replay_words(&built), "prefault");
+        let text = super::super::reproducer(&replay_words(&own), 7, "what", &[]);
+        assert!(
+            text.starts_with("# bpflab fuzz reproducer: kernel /tmp/runs/m.bzImage, seed 7\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("--kernel /tmp/runs/m.bzImage --claim prefault --replay"),
+            "{text}"
         );
     }
 }

@@ -118,13 +118,13 @@ pub fn regenerate(seed: u64, count: usize, nodes: u32, client: bool, inject: boo
         .collect()
 }
 
-/// A reproducer file: what it reproduces, then one operation a line.
+/// A reproducer file: what it reproduces, how to replay it (`kernel` as
+/// `--kernel` takes it: a bzImage's path with its `--claim`), then one
+/// operation a line.
 pub fn reproducer(kernel: &str, seed: u64, what: &str, ops: &[String]) -> String {
     let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "# bpflab fuzz reproducer: kernel {kernel}, seed {seed}"
-    );
+    let name = kernel.split(" --claim ").next().unwrap_or(kernel);
+    let _ = writeln!(text, "# bpflab fuzz reproducer: kernel {name}, seed {seed}");
     let _ = writeln!(text, "# {what}");
     let _ = writeln!(
         text,
