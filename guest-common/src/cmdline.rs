@@ -11,7 +11,7 @@ pub const DEFAULT_KERNEL: &str = "unknown";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCommand {
     pub program: Program,
-    /// Which kernel the guest is told it runs on ("base" or "patched"):
+    /// Which kernel the guest is told it runs on ("eager", "mainline", ...):
     /// which side of the plan's P/U cases the tests assert.
     pub kernel: String,
     /// Extra arguments for the program (no commas or spaces in them).
@@ -150,7 +150,7 @@ mod tests {
     fn what_the_host_writes_the_guest_reads() {
         let c = GuestCommand {
             program: Program::Selftests,
-            kernel: "patched".into(),
+            kernel: "mainline".into(),
             args: vec!["--max-failures=1".into(), "t14".into()],
             inject: Some(Inject::Hang),
         };
@@ -158,7 +158,7 @@ mod tests {
             c.words(),
             [
                 "bpflab.run=selftests",
-                "bpflab.kernel=patched",
+                "bpflab.kernel=mainline",
                 "bpflab.args=--max-failures=1,t14",
                 "bpflab.inject=hang"
             ]
@@ -172,13 +172,13 @@ mod tests {
     #[test]
     fn all_keys() {
         let p = parse(
-            "console=ttyS0 bpflab.run=bench bpflab.kernel=patched \
+            "console=ttyS0 bpflab.run=bench bpflab.kernel=mainline \
              bpflab.args=--quick,--iterations,5 bpflab.inject=warn panic=-1\n",
         )
         .unwrap();
         let c = &p.command;
         assert_eq!(c.program, Program::Bench);
-        assert_eq!(c.kernel, "patched");
+        assert_eq!(c.kernel, "mainline");
         assert_eq!(c.args, ["--quick", "--iterations", "5"]);
         assert_eq!(c.inject, Some(Inject::Warn));
         assert!(p.warnings.is_empty());
@@ -186,8 +186,8 @@ mod tests {
 
     #[test]
     fn quoted_and_empty_values() {
-        let c = cmd("bpflab.kernel=\"base\" bpflab.args= bpflab.args=,a,,b,");
-        assert_eq!(c.kernel, "base");
+        let c = cmd("bpflab.kernel=\"eager\" bpflab.args= bpflab.args=,a,,b,");
+        assert_eq!(c.kernel, "eager");
         assert_eq!(c.args, ["a", "b"], "last bpflab.args wins, empties dropped");
         let c = cmd("bpflab.kernel=k bpflab.args=");
         assert!(c.args.is_empty());

@@ -1,10 +1,15 @@
 //! Hand-assembled BPF instructions (`struct bpf_insn`), enough for the
-//! small socket-filter programs of T05: no libbpf, no clang in the guest.
+//! small socket-filter programs of T05 and the arena programs of T41: no
+//! libbpf, no clang in the guest.
 
 pub const R0: u8 = 0;
 pub const R1: u8 = 1;
 pub const R2: u8 = 2;
 pub const R3: u8 = 3;
+pub const R4: u8 = 4;
+pub const R5: u8 = 5;
+pub const R6: u8 = 6;
+pub const R7: u8 = 7;
 pub const R10: u8 = 10;
 
 // Instruction classes.
@@ -12,6 +17,7 @@ const BPF_LD: u8 = 0x00;
 const BPF_LDX: u8 = 0x01;
 const BPF_ST: u8 = 0x02;
 const BPF_STX: u8 = 0x03;
+const BPF_ALU: u8 = 0x04;
 const BPF_JMP: u8 = 0x05;
 const BPF_ALU64: u8 = 0x07;
 // Modes.
@@ -23,7 +29,10 @@ const BPF_X: u8 = 0x08;
 // ALU / JMP operations.
 const BPF_ADD: u8 = 0x00;
 const BPF_MOV: u8 = 0xb0;
+const BPF_JA: u8 = 0x00;
 const BPF_JEQ: u8 = 0x10;
+const BPF_JGT: u8 = 0x20;
+const BPF_JNE: u8 = 0x50;
 const BPF_CALL: u8 = 0x80;
 const BPF_EXIT: u8 = 0x90;
 
@@ -31,8 +40,12 @@ const BPF_EXIT: u8 = 0x90;
 pub const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// ld_imm64 src_reg: imm is a map fd, second imm an offset into value 0.
 pub const BPF_PSEUDO_MAP_VALUE: u8 = 2;
+/// call src_reg: imm is the BTF id of a kernel function (a kfunc).
+pub const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
 
 pub const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+pub const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+pub const BPF_FUNC_GET_CURRENT_PID_TGID: i32 = 14;
 
 /// Access size of loads and stores.
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +117,11 @@ pub fn mov64_reg(dst: u8, src: u8) -> Insn {
     Insn::new(BPF_ALU64 | BPF_MOV | BPF_X, dst, src, 0, 0)
 }
 
+/// dst = (u32)src: the low half, zero-extended.
+pub fn mov32_reg(dst: u8, src: u8) -> Insn {
+    Insn::new(BPF_ALU | BPF_MOV | BPF_X, dst, src, 0, 0)
+}
+
 pub fn add64_imm(dst: u8, imm: i32) -> Insn {
     Insn::new(BPF_ALU64 | BPF_ADD | BPF_K, dst, 0, 0, imm)
 }
@@ -150,8 +168,40 @@ pub fn jeq_imm(dst: u8, imm: i32, off: i16) -> Insn {
     Insn::new(BPF_JMP | BPF_JEQ | BPF_K, dst, 0, off, imm)
 }
 
+/// if dst != imm goto pc + 1 + off
+pub fn jne_imm(dst: u8, imm: i32, off: i16) -> Insn {
+    Insn::new(BPF_JMP | BPF_JNE | BPF_K, dst, 0, off, imm)
+}
+
+/// if dst != src goto pc + 1 + off
+pub fn jne_reg(dst: u8, src: u8, off: i16) -> Insn {
+    Insn::new(BPF_JMP | BPF_JNE | BPF_X, dst, src, off, 0)
+}
+
+/// if dst > src (unsigned) goto pc + 1 + off
+pub fn jgt_reg(dst: u8, src: u8, off: i16) -> Insn {
+    Insn::new(BPF_JMP | BPF_JGT | BPF_X, dst, src, off, 0)
+}
+
+/// goto pc + 1 + off
+pub fn ja(off: i16) -> Insn {
+    Insn::new(BPF_JMP | BPF_JA, 0, 0, off, 0)
+}
+
 pub fn call(helper: i32) -> Insn {
     Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, helper)
+}
+
+/// Call of the kernel function with BTF id `btf_id` in vmlinux's BTF
+/// (off 0: not a module's).
+pub fn kfunc_call(btf_id: u32) -> Insn {
+    Insn::new(
+        BPF_JMP | BPF_CALL,
+        0,
+        BPF_PSEUDO_KFUNC_CALL,
+        0,
+        btf_id as i32,
+    )
 }
 
 pub fn exit() -> Insn {
@@ -198,6 +248,26 @@ mod unit {
         assert_eq!(call(1).to_bytes(), [0x85, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(exit().to_bytes(), [0x95, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(jeq_imm(R0, 0, 3).to_bytes(), [0x15, 0x00, 3, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn jumps_moves_and_kfunc_calls() {
+        assert_eq!(mov32_reg(R0, R0).to_bytes(), [0xbc, 0x00, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(jne_imm(R1, 0, 2).to_bytes(), [0x55, 0x01, 2, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            jne_reg(R1, R0, 9).to_bytes(),
+            [0x5d, 0x01, 9, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            jgt_reg(R0, R7, 4).to_bytes(),
+            [0x2d, 0x70, 4, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(ja(-7).to_bytes(), [0x05, 0, 0xf9, 0xff, 0, 0, 0, 0]);
+        // call with src_reg BPF_PSEUDO_KFUNC_CALL, imm the BTF id.
+        assert_eq!(
+            kfunc_call(0x1234).to_bytes(),
+            [0x85, 0x20, 0, 0, 0x34, 0x12, 0, 0]
+        );
     }
 
     #[test]

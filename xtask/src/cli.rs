@@ -29,11 +29,12 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Apply patches/ to a kernel tree and build the base kernel and each
-    /// variant of the series (patched, prefault, ...), or the debug kernels.
+    /// Apply patches/ to a kernel tree and build the base kernel (eager on
+    /// a Debian source) and each variant (mainline, direct, ...), or the
+    /// debug kernels.
     BuildKernel(BuildKernelArgs),
     /// Boot each kernel under QEMU and run the test plan's selftests in the
-    /// guest (T01-T40, exact expectations per kernel).
+    /// guest (T01-T41, exact expectations per kernel).
     Vmtest(VmtestArgs),
     /// The series through checkpatch --strict, git am, W=1 and sparse.
     CheckPatches(CheckPatchesArgs),
@@ -91,9 +92,15 @@ pub struct PatchesArg {
 #[derive(clap::Args, Debug, Clone)]
 pub struct SourceArgs {
     /// A kernel tree (directory or git checkout) or a .tar.xz/.tar.gz; it
-    /// is only read. Default: Debian's linux-source-6.12.
+    /// is only read. Default: Debian's package `--source` names.
     #[arg(long, value_name = "PATH")]
     pub kernel_src: Option<PathBuf>,
+    /// Which of Debian's linux-source packages, without --kernel-src:
+    /// debian:MAJOR.MINOR, the newest upload of linux-source-MAJOR.MINOR
+    /// in Debian's registry (any suite), or debian:MAJOR.MINOR@VERSION for
+    /// one upload [default: debian:7.3].
+    #[arg(long, value_name = "debian:X.Y")]
+    pub source: Option<String>,
     #[command(flatten)]
     pub cache: CacheDirArg,
     #[command(flatten)]
@@ -242,9 +249,10 @@ pub struct BuildKernelArgs {
     pub source: SourceArgs,
     // Not VmArgs's --kernel: it builds named kernels, it cannot take a
     // bzImage path.
-    /// Kernels to build, comma-separated: base, a variant of the series
-    /// (patched, prefault, ...), all (base and every variant) or both
-    /// (base and patched).
+    /// Kernels to build, comma-separated: the base kernel (eager on a
+    /// Debian source, base on a tree of your own), a variant (mainline,
+    /// direct, prefault, ...), all (the base and every variant) or both
+    /// (the base and the first variant).
     #[arg(long, alias = "kernels", value_delimiter = ',', default_value = "all")]
     pub kernel: Vec<String>,
     #[command(flatten)]
@@ -304,11 +312,13 @@ impl MachineArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct VmArgs {
     // Not build-kernel's --kernel (no bzImage path there) nor run's (one
-    // kernel, patched by default).
-    /// Kernels to run, comma-separated: base, a variant of the series
-    /// (patched, prefault, ...), all (base and every variant), both (base
-    /// and patched), or the path of a bzImage of your own. bench and fuzz
-    /// take this series' kernels only: base, its variants, all or both.
+    // kernel, mainline by default).
+    /// Kernels to run, comma-separated: the base kernel (eager on a Debian
+    /// source, base on a tree of your own), a variant (mainline, direct,
+    /// prefault, ...), all (the base and every variant), both (the base
+    /// and the first variant), or the path of a bzImage of your own. bench
+    /// and fuzz take this series' kernels only: eager, mainline, its
+    /// variants, all or both.
     #[arg(
         long = "kernel",
         alias = "kernels",
@@ -320,11 +330,13 @@ pub struct VmArgs {
     pub build: KernelBuildArgs,
     #[command(flatten)]
     pub accel: AccelArg,
-    /// Which side of the plan's P/U cases a kernel the plan does not know
-    /// is expected to be on: a bzImage given by path (default patched),
-    /// or a variant of another series, such as a branch's (vmtest needs
-    /// it then). Base and this series' variants are held to their own.
-    #[arg(long, value_name = "KERNEL", value_parser = guest_common::protocol::PLAN_KERNELS)]
+    /// Which side of the plan (eager, mainline, direct, prefault,
+    /// adaptive) a kernel the plan does not know is held to: SIDE for
+    /// every such kernel (a source's base, default eager; a branch's
+    /// variants, which vmtest refuses without it; a bzImage by path,
+    /// default mainline), KERNEL=SIDE for one; comma-separated. This
+    /// series' own kernels are held to their own side.
+    #[arg(long, value_name = "[KERNEL=]SIDE", value_parser = crate::vm::claim::parse_arg)]
     pub claim: Option<String>,
     #[command(flatten)]
     pub timeout: TimeoutArg,
@@ -468,16 +480,17 @@ pub struct CheckPatchesArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    // Not VmArgs's --kernel: patched by default, and no `all`/`both`
+    // Not VmArgs's --kernel: mainline by default, and no `all`/`both`
     // unless asked (a command on five kernels is a choice).
-    /// The kernels, comma-separated: base, a variant of the series
-    /// (patched, prefault, ...), or the path of a bzImage of your own.
+    /// The kernels, comma-separated: the base kernel (eager, or a tree's
+    /// base), a variant (mainline, prefault, ...), or the path of a
+    /// bzImage of your own.
     /// With more than one, or with --expect, the command runs on each in
     /// turn and is held to what each is expected to do.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "patched",
+        default_value = "mainline",
         value_name = "KERNEL"
     )]
     pub kernel: Vec<String>,
@@ -510,6 +523,18 @@ pub struct RunArgs {
 }
 
 impl SourceArgs {
+    /// `--source`, or the default; refused beside `--kernel-src`.
+    fn debian(&self) -> Result<kernel::debian::Spec> {
+        match (&self.source, &self.kernel_src) {
+            (Some(s), Some(path)) => anyhow::bail!(
+                "--source {s} and --kernel-src {} name two kernel sources; give one",
+                path.display()
+            ),
+            (Some(s), None) => kernel::debian::Spec::parse(s),
+            (None, _) => Ok(kernel::debian::Spec::default()),
+        }
+    }
+
     /// The configuration the kernel layer takes: the cache resolved, the
     /// jobs decided.
     pub fn config(&self) -> Result<SourceConfig> {
@@ -534,6 +559,7 @@ impl SourceArgs {
         };
         Ok(SourceConfig {
             kernel_src: self.kernel_src.clone(),
+            debian: self.debian()?,
             cache_dir,
             patches,
             jobs: self.jobs.unwrap_or_else(kernel::default_jobs),
@@ -677,7 +703,7 @@ pub struct CiArgs {
     #[command(flatten)]
     pub cache: CacheDirArg,
     /// Run only these steps, by id (comma-separated or repeated), e.g.
-    /// `--step build,vmtest-patched`: the workflow's jobs each run some.
+    /// `--step build,vmtest-mainline`: the workflow's jobs each run some.
     #[arg(long, value_delimiter = ',', value_name = "ID")]
     pub step: Vec<String>,
     /// Put this run's times on record as the cold run ci projects from
@@ -723,7 +749,7 @@ pub struct BundleArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct FreshRootArgs {
     /// The shorter form: ci's checks (every host tool they use installed),
-    /// then the patched kernel and test_progs built and booted, instead of
+    /// then the mainline kernel and test_progs built and booted, instead of
     /// `cargo xtask vmtest` and `cargo xtask ci`.
     #[arg(long)]
     pub quick: bool,
@@ -836,7 +862,7 @@ mod tests {
         assert_eq!(r.command, ["ls", "-l", "--color"]);
         assert_eq!(
             (r.kernel, r.share.share),
-            (vec!["patched".to_string()], ShareChoice::Auto)
+            (vec!["mainline".to_string()], ShareChoice::Auto)
         );
         assert!(Cli::try_parse_from(["x", "run", "--shell", "--", "ls"]).is_err());
     }
@@ -870,14 +896,20 @@ mod tests {
 
     #[test]
     fn claim_is_a_plan_kernel() {
-        let cli = Cli::try_parse_from(["xtask", "vmtest", "--claim", "base"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["xtask", "vmtest", "--claim", "eager,base=mainline"]).unwrap();
         let Command::Vmtest(args) = cli.command else {
             panic!("not vmtest");
         };
-        assert_eq!(args.vm.claim.as_deref(), Some("base"));
+        assert_eq!(args.vm.claim.as_deref(), Some("eager,base=mainline"));
         let cli = Cli::try_parse_from(["xtask", "vmtest"]).unwrap();
         assert!(matches!(cli.command, Command::Vmtest(a) if a.vm.claim.is_none()));
-        assert!(Cli::try_parse_from(["xtask", "vmtest", "--claim", "other"]).is_err());
+        for bad in ["other", "base", "patched", "x=base"] {
+            assert!(
+                Cli::try_parse_from(["xtask", "vmtest", "--claim", bad]).is_err(),
+                "{bad}"
+            );
+        }
         let cli =
             Cli::try_parse_from(["xtask", "build-kernel", "--kernel", "base,prefault"]).unwrap();
         assert!(matches!(cli.command, Command::BuildKernel(a) if a.kernel == ["base", "prefault"]));

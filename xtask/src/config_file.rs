@@ -32,6 +32,7 @@ pub const CONFIG_ENV: &str = "BPFLAB_CONFIG";
 /// cache's.
 pub const KEYS: &[&str] = &[
     "kernel_src",
+    "source",
     "cache_dir",
     "patches",
     "base",

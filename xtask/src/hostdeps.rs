@@ -66,12 +66,17 @@ pub const BUILD: &[Dep] = &[
     ),
 ];
 
-/// The default kernel source.
-pub const DEFAULT_SOURCE: &[Dep] = &[file(
-    "kernel source tarball",
-    &[crate::kernel::source::DEFAULT_TARBALL],
-    crate::kernel::source::DEFAULT_PACKAGE,
-)];
+/// What fetching a kernel source from Debian's registry takes: apt's
+/// client, dpkg-deb, and the archive keyring apt checks signatures with.
+pub const DEBIAN_SOURCE: &[Dep] = &[
+    tool("apt-get", "apt"),
+    tool("dpkg-deb", "dpkg"),
+    file(
+        "Debian's archive keyring",
+        &["/usr/share/keyrings/debian-archive-keyring.gpg"],
+        "debian-archive-keyring",
+    ),
+];
 
 /// What the patch checks run besides a kernel build.
 pub const PATCH_CHECKS: &[Dep] = &[
@@ -208,7 +213,7 @@ pub const FRESH_ROOT: &[Dep] = &[
 /// record: a change here calls for a new fresh-root check.
 const DECLARED: &[&[Dep]] = &[
     BUILD,
-    DEFAULT_SOURCE,
+    DEBIAN_SOURCE,
     PATCH_CHECKS,
     WORKFLOW_LINT,
     SHARE_TESTS,
@@ -379,8 +384,8 @@ pub fn ensure_share(choice: crate::vm::share::ShareChoice) -> Result<()> {
 /// What building kernels from `source` needs.
 pub fn kernel_build(source: &crate::kernel::SourceConfig) -> Vec<Dep> {
     let mut deps = BUILD.to_vec();
-    if source.default_source() {
-        deps.extend_from_slice(DEFAULT_SOURCE);
+    if source.debian_source() {
+        deps.extend_from_slice(DEBIAN_SOURCE);
     }
     deps
 }

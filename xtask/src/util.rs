@@ -59,6 +59,20 @@ pub fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// `text` as a directory name: letters, digits, '.' and '-' kept, any
+/// other character '_'.
+pub fn name_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Whether `command` is an executable file in a directory of $PATH.
 pub fn on_path(command: &str) -> bool {
     std::env::var_os("PATH")

@@ -18,8 +18,12 @@ mod common;
 use common::{project, run_to_end, Ran};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
-/// The tree the repository is made of (the harness's default source).
-const TARBALL: &str = "/usr/src/linux-source-6.12.tar.xz";
+/// The tree the repository is made of: the harness's default source,
+/// Debian's linux-source-7.3, as its source directory in the cache is
+/// named, and where the fetched tarballs are kept.
+const SOURCE_PREFIX: &str = "debian-7.3.";
+const TARBALLS: &str = "debian/tarballs";
+const TARBALL_PREFIX: &str = "linux-source-7.3_";
 /// The branch, and the variant the harness names after it.
 const BRANCH: &str = "dev/array-no-prealloc";
 const VARIANT: &str = "array-no-prealloc";
@@ -83,27 +87,24 @@ fn git(repo: &Path, args: &[&str]) {
 }
 
 /// The repository: main is the tree as one commit, and the two
-/// branches on it. Made once (about 40 s: a copy of the tree, then a
-/// git add of 86,000 files) in the cache, beside a marker that says it
+/// branches on it. Made once (about 80 s: a copy of the tree, then a
+/// git add of 96,000 files) in the cache, beside a marker that says it
 /// is whole.
 fn repository() -> PathBuf {
-    let repo = cache().join("test-repos/linux-6.12");
+    let repo = cache().join("test-repos/linux-7.3");
     let marker = |r: &Path| r.join(".git/bpflab-complete");
     if fs::read_to_string(marker(&repo)).is_ok_and(|m| m == recipe()) {
         return repo;
     }
-    // Beside it, renamed when whole (`with_extension` would eat `.12`).
-    let making = repo.parent().unwrap().join("linux-6.12.making");
+    // Beside it, renamed when whole (`with_extension` would eat `.3`).
+    let making = repo.parent().unwrap().join("linux-7.3.making");
     let _ = fs::remove_dir_all(&making);
     fs::create_dir_all(repo.parent().unwrap()).unwrap();
     unpack_tree(&making);
     git(&making, &["init", "-q", "-b", "main"]);
     // --force: Debian's tree ignores its own top level (`/*`).
     git(&making, &["add", "--force", "--all"]);
-    git(
-        &making,
-        &["commit", "-q", "--no-verify", "-m", "Linux 6.12"],
-    );
+    git(&making, &["commit", "-q", "--no-verify", "-m", "Linux 7.3"]);
     make_branches(&making);
     fs::write(marker(&making), recipe()).unwrap();
     let _ = fs::remove_dir_all(&repo);
@@ -113,24 +114,34 @@ fn repository() -> PathBuf {
 
 /// The default source's tree into `to`: a copy of the pristine tree the
 /// kernels were built from (a job with a restored cache may lack the
-/// tarball), else the tarball unpacked.
+/// tarball), else the fetched tarball unpacked.
 fn unpack_tree(to: &Path) {
     let sources = fs::read_dir(cache().join("sources")).ok();
     let pristine = sources.into_iter().flatten().flatten().find_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
         let tree = e.path().join("pristine");
-        (name.starts_with("linux-source-6.12-") && tree.join("Makefile").is_file()).then_some(tree)
+        (name.starts_with(SOURCE_PREFIX) && tree.join("Makefile").is_file()).then_some(tree)
     });
+    let tarball = || {
+        let dir = fs::read_dir(cache().join(TARBALLS)).ok()?;
+        dir.flatten().map(|e| e.path()).find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(TARBALL_PREFIX)
+        })
+    };
     let status = match pristine {
         Some(tree) => Command::new("cp").arg("-a").arg(tree).arg(to).status(),
         None => {
-            assert!(
-                Path::new(TARBALL).is_file(),
-                "{TARBALL} is missing and no kernel was built: run cargo xtask build-kernel first"
-            );
+            let tarball = tarball().unwrap_or_else(|| {
+                panic!("no {TARBALL_PREFIX}*.tar.xz in the cache and no kernel built: run cargo xtask build-kernel first")
+            });
             fs::create_dir_all(to).unwrap();
             Command::new("tar")
-                .args(["xf", TARBALL, "--strip-components=1", "-C"])
+                .args(["xf"])
+                .arg(&tarball)
+                .args(["--strip-components=1", "-C"])
                 .arg(to)
                 .status()
         }

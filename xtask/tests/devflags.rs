@@ -27,23 +27,23 @@ fn xtask(args: &[&str]) -> Command {
     c
 }
 
-/// `run` on the patched kernel (and a fragment's build of it, which the
+/// `run` on the mainline kernel (and a fragment's build of it, which the
 /// first call may have to make).
 fn run(args: &[&str]) -> Ran {
-    let mut all = vec!["run", "--kernel", "patched", "--accel", "tcg"];
+    let mut all = vec!["run", "--kernel", "mainline", "--accel", "tcg"];
     all.extend(args);
     run_to_end(xtask(&all), Duration::from_secs(1800))
 }
 
-/// The plain patched kernel's bzImage in the cache, and when it was built.
-fn plain_patched_image() -> (PathBuf, SystemTime) {
-    patched_image(&[])
+/// The plain mainline kernel's bzImage in the cache, and when it was built.
+fn plain_mainline_image() -> (PathBuf, SystemTime) {
+    mainline_image(&[])
 }
 
-/// The patched kernel's bzImage with `more` build-kernel flags (built if
+/// The mainline kernel's bzImage with `more` build-kernel flags (built if
 /// it is not), and when it was built.
-fn patched_image(more: &[&str]) -> (PathBuf, SystemTime) {
-    let mut args = vec!["build-kernel", "--kernel", "patched", "--json"];
+fn mainline_image(more: &[&str]) -> (PathBuf, SystemTime) {
+    let mut args = vec!["build-kernel", "--kernel", "mainline", "--json"];
     args.extend(more);
     let r = run_to_end(xtask(&args), Duration::from_secs(1800));
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -84,7 +84,7 @@ fn mtime(p: &std::path::Path) -> SystemTime {
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
-    let (image, built) = plain_patched_image();
+    let (image, built) = plain_mainline_image();
     let tree = image.ancestors().nth(5).unwrap().to_path_buf();
     let plain_objtool = mtime(
         &image
@@ -114,13 +114,13 @@ fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
     );
     assert!(
         with.stderr
-            .contains("[patched+bitops] starting from patched's build"),
+            .contains("[mainline+bitops] starting from mainline's build"),
         "the kernel is named after its fragment, and starts from a copy:\n{}",
         with.stderr
     );
     // The copy's objtool stood (its .cmd files pointed at the copy):
     // had it been rebuilt, so would every object.
-    let (bitops, _) = patched_image(&["--config", fragment.to_str().unwrap()]);
+    let (bitops, _) = mainline_image(&["--config", fragment.to_str().unwrap()]);
     let ours = bitops.ancestors().nth(4).unwrap().to_path_buf();
     assert_eq!(ours.parent(), Some(tree.as_path()), "{}", ours.display());
     assert_eq!(
@@ -134,7 +134,7 @@ fn a_config_fragment_gives_a_kernel_of_its_own_and_leaves_the_others() {
     assert_eq!(
         fs::metadata(&image).unwrap().modified().unwrap(),
         built,
-        "the plain patched kernel was rebuilt for a fragment it does not have"
+        "the plain mainline kernel was rebuilt for a fragment it does not have"
     );
 
     // This run's kernel is a copy of a gigabyte: not kept.
@@ -165,7 +165,7 @@ fn a_fragments_option_that_cannot_be_set_is_named_and_leaves_nothing() {
         xtask(&[
             "build-kernel",
             "--kernel",
-            "patched",
+            "mainline",
             "--config",
             bad.to_str().unwrap(),
         ]),
@@ -180,7 +180,7 @@ fn a_fragments_option_that_cannot_be_set_is_named_and_leaves_nothing() {
         r.code,
         r.stderr
     );
-    let tree = plain_patched_image()
+    let tree = plain_mainline_image()
         .0
         .ancestors()
         .nth(5)
@@ -312,7 +312,7 @@ fn gdb_stops_in_the_fault_handler_with_a_backtrace_and_the_helpers() {
     let mut command = xtask(&[
         "run",
         "--kernel",
-        "patched",
+        "mainline",
         "--accel",
         "tcg",
         "--gdb",
@@ -320,7 +320,7 @@ fn gdb_stops_in_the_fault_handler_with_a_backtrace_and_the_helpers() {
         "--",
         selftests.to_str().unwrap(),
         "--kernel",
-        "patched",
+        "mainline",
         "t02",
     ]);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());

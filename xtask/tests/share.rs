@@ -1,5 +1,5 @@
 //! `cargo xtask run` and `vmtest --share` for real: host commands in the
-//! patched kernel over virtiofs and 9p (and one on base and patched, held
+//! mainline kernel over virtiofs and 9p (and one on eager and mainline, held
 //! to what each is expected to do), their exit statuses and output,
 //! the shares' permissions, the 9p fallback, a shell on a terminal, and
 //! nothing left running after a run, a guest panic or a killed harness.
@@ -20,7 +20,7 @@ const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const VM_FAILED: i32 = 125;
 
 fn xtask(args: &[&str]) -> Command {
-    xtask_on("patched", args)
+    xtask_on("mainline", args)
 }
 
 /// `run` on `kernels` (a comma list), under TCG, with `args`.
@@ -103,9 +103,9 @@ fn exit_statuses_are_the_commands() {
     );
 }
 
-/// `run` on base and patched, with `args`.
+/// `run` on eager and mainline, with `args`.
 fn run_on_two(args: &[&str]) -> Ran {
-    run_with(xtask_on("base,patched", args))
+    run_with(xtask_on("eager,mainline", args))
 }
 
 /// The directory `reports: DIR (...)` names.
@@ -120,14 +120,14 @@ fn reports_dir(stderr: &str) -> std::path::PathBuf {
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
 fn a_command_on_several_kernels_is_held_to_what_each_is_expected_to_do() {
-    // Passes on patched alone: each guest is told its kernel's name.
+    // Passes on mainline alone: each guest is told its kernel's name.
     let probe = [
         "--",
         "sh",
         "-c",
-        "grep -q bpflab.kernel=patched /proc/cmdline",
+        "grep -q bpflab.kernel=mainline /proc/cmdline",
     ];
-    let expected = [&["--expect", "base=fail"][..], &probe].concat();
+    let expected = [&["--expect", "eager=fail"][..], &probe].concat();
     let r = run_on_two(&expected);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
@@ -136,7 +136,7 @@ fn a_command_on_several_kernels_is_held_to_what_each_is_expected_to_do() {
         r.stdout
     );
     assert!(
-        r.stderr.contains("base               fail     exit 1"),
+        r.stderr.contains("eager              fail     exit 1"),
         "{}",
         r.stderr
     );
@@ -161,7 +161,7 @@ fn a_command_on_several_kernels_is_held_to_what_each_is_expected_to_do() {
     assert_eq!(r.code, VM_FAILED, "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("mine is not a kernel of this run (base, patched)"),
+            .contains("mine is not a kernel of this run (eager, mainline)"),
         "{}",
         r.stderr
     );
@@ -392,7 +392,7 @@ fn without_virtiofsd_the_share_falls_back_to_9p_in_one_line() {
 
 #[test]
 #[ignore = "boots a kernel: run by cargo xtask ci"]
-fn bpftool_creates_and_lists_an_mmapable_array_on_the_patched_kernel() {
+fn bpftool_creates_and_lists_an_mmapable_array_on_the_mainline_kernel() {
     let r = run(&[
         "--",
         "sh",
@@ -544,7 +544,7 @@ fn vmtest_reads_the_test_programs_over_either_share() {
         let r = run_with({
             let mut c = Command::new(XTASK);
             c.args([
-                "vmtest", "--kernel", "patched", "--accel", "tcg", "--share", share,
+                "vmtest", "--kernel", "mainline", "--accel", "tcg", "--share", share,
             ])
             .current_dir(project())
             .stdin(Stdio::null());
@@ -590,7 +590,7 @@ fn share_figures() {
         run_true.push(t);
         let mut c = Command::new(XTASK);
         c.args([
-            "vmtest", "--kernel", "patched", "--accel", "tcg", "--", "t01",
+            "vmtest", "--kernel", "mainline", "--accel", "tcg", "--", "t01",
         ])
         .current_dir(project())
         .stdin(Stdio::null());

@@ -47,11 +47,12 @@ pub const BOOT_MARKER: &str = "bpflab-init: starting";
 pub const RESULTS_PORT: &str = "/dev/ttyS1";
 
 /// The kernels the test plan has expectations for (`bpflab.kernel`):
-/// without the series, then each variant of patches/series: 0001,
+/// eager (without the lazy mapping: 7.3 with it reverted), mainline
+/// (with it, 0001: 7.3 as shipped), then each variant of patches/series:
 /// +0002 and 0003 (the fault handlers of array and arena maps map the
 /// page), +0004 (a fixed window), +0005 (the window grows with
 /// sequential faults).
-pub const PLAN_KERNELS: [&str; 5] = ["base", "patched", "direct", "prefault", "adaptive"];
+pub const PLAN_KERNELS: [&str; 5] = ["eager", "mainline", "direct", "prefault", "adaptive"];
 
 /// The most map pages one fault maps on "prefault" and "adaptive"
 /// (ARRAY_MAP_FAULT_WINDOW, defined by patch 0004): what their tests and

@@ -237,7 +237,7 @@ mod unit {
     #[test]
     fn isolated_outcomes() {
         let ctx = Ctx {
-            kernel: Kernel::Patched,
+            kernel: Kernel::Mainline,
         };
         let run = |f, secs, inject| {
             run_isolated(&Test::new("t", f), &ctx, Duration::from_secs(secs), inject)
@@ -245,7 +245,7 @@ mod unit {
         assert!(matches!(run(t_pass, 10, None), Outcome::Pass));
         assert!(matches!(run(t_skip, 10, None), Outcome::Skip(r) if r == "no such device"));
         assert!(
-            matches!(run(t_fail, 10, None), Outcome::Fail(m) if m.contains("expected 0, got 1 on the patched kernel"))
+            matches!(run(t_fail, 10, None), Outcome::Fail(m) if m.contains("expected 0, got 1 on the mainline kernel"))
         );
         assert!(
             matches!(run(t_sigbus, 10, None), Outcome::Fail(m) if m.contains("killed by SIGBUS"))

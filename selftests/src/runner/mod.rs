@@ -37,11 +37,12 @@ use options::{InjectKind, Options, USAGE};
 /// Which kernel the guest booted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
-    /// Without the series (U): mmap() inserts every page eagerly.
-    Base,
-    /// With patch 0001 (P): each page is faulted in on its own, returned
-    /// to the core in vmf->page.
-    Patched,
+    /// Without the lazy mapping (U; 7.3 with it reverted): mmap()
+    /// inserts every page eagerly.
+    Eager,
+    /// With the lazy mapping, 0001 (P; 7.3 as shipped): each page is
+    /// faulted in on its own, returned to the core in vmf->page.
+    Mainline,
     /// With 0001-0003 (D): each page is faulted in on its own, mapped
     /// by the handler.
     Direct,
@@ -55,8 +56,8 @@ pub enum Kernel {
 
 impl Kernel {
     const ALL: [Kernel; 5] = [
-        Kernel::Base,
-        Kernel::Patched,
+        Kernel::Eager,
+        Kernel::Mainline,
         Kernel::Direct,
         Kernel::Prefault,
         Kernel::Adaptive,
@@ -69,8 +70,8 @@ impl Kernel {
     /// The plan's name of the kernel, which `--kernel` takes.
     pub fn name(self) -> &'static str {
         match self {
-            Kernel::Base => "base",
-            Kernel::Patched => "patched",
+            Kernel::Eager => "eager",
+            Kernel::Mainline => "mainline",
             Kernel::Direct => "direct",
             Kernel::Prefault => "prefault",
             Kernel::Adaptive => "adaptive",
@@ -80,8 +81,8 @@ impl Kernel {
     /// How the kernel fills a mapping ([`model`]).
     pub fn fill(self) -> Fill {
         match self {
-            Kernel::Base => Fill::Eager,
-            Kernel::Patched | Kernel::Direct => Fill::PerPage,
+            Kernel::Eager => Fill::Eager,
+            Kernel::Mainline | Kernel::Direct => Fill::PerPage,
             Kernel::Prefault => Fill::AlignedWindow,
             Kernel::Adaptive => Fill::Growing,
         }
@@ -92,13 +93,13 @@ impl Kernel {
     /// which dirties the page and updates the shared anon inode's times
     /// (0001 alone: 0002 maps the page in the handler).
     pub fn array_fault_returns_page(self) -> bool {
-        self == Kernel::Patched
+        self == Kernel::Mainline
     }
 
-    /// The same for an arena map's fault: base and 0001 (0003 maps the
+    /// The same for an arena map's fault: eager and mainline (7.3's arena) (0003 maps the
     /// page in the handler, and sets VM_MIXEDMAP on the VMA for it).
     pub fn arena_fault_returns_page(self) -> bool {
-        matches!(self, Kernel::Base | Kernel::Patched)
+        matches!(self, Kernel::Eager | Kernel::Mainline)
     }
 }
 
@@ -111,11 +112,11 @@ pub struct Ctx {
 impl Ctx {
     /// Pages are inserted by faults, not by mmap() (every variant).
     pub fn is_lazy(&self) -> bool {
-        self.kernel != Kernel::Base
+        self.kernel != Kernel::Eager
     }
 
     /// The expectation for the kernel we run on, where the lazy kernels
-    /// must agree: `lazy` on every variant, `eager` on base.
+    /// must agree: `lazy` on every variant, `eager` on eager.
     pub fn pick<T>(&self, lazy: T, eager: T) -> T {
         if self.is_lazy() {
             lazy
@@ -157,11 +158,11 @@ impl Ctx {
 impl fmt::Display for Ctx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kernel {
-            Kernel::Patched => "patched kernel",
+            Kernel::Mainline => "mainline kernel",
             Kernel::Direct => "direct kernel",
             Kernel::Prefault => "prefault kernel",
             Kernel::Adaptive => "adaptive kernel",
-            Kernel::Base => "base kernel",
+            Kernel::Eager => "eager kernel",
         })
     }
 }
@@ -589,12 +590,12 @@ mod unit {
     #[test]
     fn ctx_picks_the_side() {
         let p = Ctx {
-            kernel: Kernel::Patched,
+            kernel: Kernel::Mainline,
         };
         let b = Ctx {
-            kernel: Kernel::Base,
+            kernel: Kernel::Eager,
         };
         assert_eq!((p.pick(0, 1), b.pick(0, 1)), (0, 1));
-        assert_eq!(p.to_string(), "patched kernel");
+        assert_eq!(p.to_string(), "mainline kernel");
     }
 }

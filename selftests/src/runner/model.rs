@@ -15,9 +15,9 @@ pub const FAULT_WINDOW: usize = guest_common::protocol::PREFAULT_WINDOW_PAGES;
 /// How a kernel fills a mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fill {
-    /// mmap() maps every page (base).
+    /// mmap() maps every page (eager).
     Eager,
-    /// A fault maps its own page (patched, direct).
+    /// A fault maps its own page (mainline, direct).
     PerPage,
     /// A fault maps the aligned window of FAULT_WINDOW map pages around
     /// the faulting page, clamped to the VMA (prefault).
@@ -95,7 +95,7 @@ pub struct Filled {
 }
 
 impl Filled {
-    /// A fresh mapping: everything present on base, nothing elsewhere.
+    /// A fresh mapping: everything present on eager, nothing elsewhere.
     pub fn new(kernel: Kernel, vma: Range<usize>) -> Filled {
         let fill = kernel.fill();
         let present = match fill {
@@ -149,10 +149,10 @@ mod unit {
     fn each_kernel_fills_as_its_patch_says() {
         let touched = [0, 17, 40];
         assert_eq!(
-            after(Kernel::Base, 8..48, &touched),
+            after(Kernel::Eager, 8..48, &touched),
             (8..48).collect::<Vec<_>>()
         );
-        assert_eq!(after(Kernel::Patched, 8..48, &touched), [17, 40]);
+        assert_eq!(after(Kernel::Mainline, 8..48, &touched), [17, 40]);
         assert_eq!(after(Kernel::Direct, 8..48, &touched), [17, 40]);
         let w = FAULT_WINDOW;
         assert_eq!(

@@ -3,7 +3,7 @@
 use super::Kernel;
 
 pub const USAGE: &str =
-    "usage: selftests [--kernel base|patched|direct|prefault|adaptive] [--results PATH] [--list]
+    "usage: selftests [--kernel eager|mainline|direct|prefault|adaptive] [--results PATH] [--list]
                  [--fail-fast] [--max-failures N] [--timeout-scale N]
                  [--inject crash|freeze|stall:TEST] [FILTER...]
   --kernel K         run the tests (guest mode) on kernel K; without it every
@@ -71,7 +71,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
             "--kernel" => {
                 let name = value("--kernel")?;
                 o.kernel = Some(Kernel::from_name(&name).ok_or(format!(
-                    "unknown kernel {name:?} (want base, patched, direct, prefault or adaptive)"
+                    "unknown kernel {name:?} (want eager, mainline, direct, prefault or adaptive)"
                 ))?)
             }
             "--results" => o.results = Some(value("--results")?),
@@ -104,21 +104,21 @@ mod unit {
     fn option_parsing() {
         let o = parse_args(&args(&[
             "--kernel",
-            "patched",
+            "mainline",
             "--results=/dev/ttyS1",
             "t01",
             "t14",
         ]))
         .unwrap();
-        assert_eq!(o.kernel, Some(Kernel::Patched));
+        assert_eq!(o.kernel, Some(Kernel::Mainline));
         assert_eq!(o.results.as_deref(), Some("/dev/ttyS1"));
         assert_eq!(o.filters, vec!["t01", "t14"]);
         assert_eq!((o.list, o.max_failures, o.timeout_scale), (false, None, 1));
         assert_eq!(
-            parse_args(&args(&["--kernel=base", "--list"]))
+            parse_args(&args(&["--kernel=eager", "--list"]))
                 .unwrap()
                 .kernel,
-            Some(Kernel::Base)
+            Some(Kernel::Eager)
         );
         assert!(parse_args(&args(&["--kernel", "other"])).is_err());
         assert!(parse_args(&args(&["--kernel"])).is_err());

@@ -22,8 +22,17 @@ pub const BPF_MAP_TYPE_ARENA: u32 = 33;
 pub const BPF_F_NUMA_NODE: u32 = 1 << 2;
 pub const BPF_F_RDONLY: u32 = 1 << 3;
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+/// Arena: a user fault on a page the arena does not hold is SIGSEGV
+/// instead of allocating it.
+pub const BPF_F_SEGV_ON_FAULT: u32 = 1 << 17;
 
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+pub const BPF_PROG_TYPE_KPROBE: u32 = 2;
+pub const BPF_PROG_TYPE_SYSCALL: u32 = 31;
+
+/// prog_flags of BPF_PROG_LOAD: the program may sleep (syscall programs
+/// must be).
+pub const BPF_F_SLEEPABLE: u32 = 1 << 4;
 
 pub const BPF_ANY: u64 = 0;
 
@@ -463,6 +472,15 @@ pub struct Prog {
 
 impl Prog {
     pub fn load(prog_type: u32, insns: &[Insn]) -> Result<Prog, LoadError> {
+        Self::load_with_flags(prog_type, 0, insns)
+    }
+
+    /// BPF_PROG_LOAD with `prog_flags` (e.g. [`BPF_F_SLEEPABLE`]).
+    pub fn load_with_flags(
+        prog_type: u32,
+        prog_flags: u32,
+        insns: &[Insn],
+    ) -> Result<Prog, LoadError> {
         let license = CString::new("GPL").expect("static string");
         let try_load = |log: &mut [u8], level: u32| {
             let mut attr = zeroed_attr();
@@ -479,7 +497,7 @@ impl Prog {
                     log.as_mut_ptr() as u64
                 },
                 kern_version: 0,
-                prog_flags: 0,
+                prog_flags,
                 prog_name: [0; 16],
                 prog_ifindex: 0,
                 expected_attach_type: 0,
@@ -507,19 +525,32 @@ impl Prog {
 
     /// BPF_PROG_TEST_RUN once on `data`; returns the program's r0.
     pub fn test_run(&self, data: &[u8]) -> io::Result<u32> {
+        self.run_test((data.as_ptr() as u64, data.len()), (0, 0), 1)
+    }
+
+    /// BPF_PROG_TEST_RUN of a syscall program: it gets `ctx` as its
+    /// context (and may write it back); no data, no repeat, which it
+    /// refuses. Returns the program's r0.
+    pub fn test_run_ctx(&self, ctx: &mut [u8]) -> io::Result<u32> {
+        self.run_test((0, 0), (ctx.as_mut_ptr() as u64, ctx.len()), 0)
+    }
+
+    /// BPF_PROG_TEST_RUN with `data` and `ctx` (address, length), `repeat`
+    /// times; the program's r0.
+    fn run_test(&self, data: (u64, usize), ctx: (u64, usize), repeat: u32) -> io::Result<u32> {
         let mut attr = zeroed_attr();
         attr.test_run = TestRunAttr {
             prog_fd: fd_u32(self.fd()),
             retval: 0,
-            data_size_in: data.len() as u32,
+            data_size_in: data.1 as u32,
             data_size_out: 0,
-            data_in: data.as_ptr() as u64,
+            data_in: data.0,
             data_out: 0,
-            repeat: 1,
+            repeat,
             duration: 0,
-            ctx_size_in: 0,
+            ctx_size_in: ctx.1 as u32,
             ctx_size_out: 0,
-            ctx_in: 0,
+            ctx_in: ctx.0,
             ctx_out: 0,
             flags: 0,
             cpu: 0,

@@ -1,10 +1,13 @@
 //! Small wrappers around the system calls the tests use: `bpf(2)` in
-//! [`bpf`], memory management in [`mm`]. Everything returns `io::Result`
-//! so tests can assert on the exact errno.
+//! [`bpf`] (with the kernel's BTF read in [`btf`]), memory management in
+//! [`mm`], kprobes in [`perf`]. Everything returns `io::Result` so tests
+//! can assert on the exact errno.
 
 pub mod bpf;
+pub mod btf;
 pub mod catch;
 pub mod mm;
+pub mod perf;
 
 use std::io;
 

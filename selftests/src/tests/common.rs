@@ -280,11 +280,17 @@ pub fn move_elsewhere(addr: usize, len: usize, what: &str) -> usize {
 /// An arena map of `pages` pages and its one mapping, read-write: an
 /// arena takes a single mapping, and allocates a page on its first touch.
 pub fn arena_mapping(pages: usize) -> (Map, Mapping) {
+    arena_mapping_with(pages, 0)
+}
+
+/// The same with more map flags (e.g. BPF_F_SEGV_ON_FAULT: a touch of a
+/// page the arena does not hold is SIGSEGV instead).
+pub fn arena_mapping_with(pages: usize, flags: u32) -> (Map, Mapping) {
     let arena = ok(
         MapSpec {
             map_type: crate::sys::bpf::BPF_MAP_TYPE_ARENA,
             max_entries: pages as u32,
-            map_flags: crate::sys::bpf::BPF_F_MMAPABLE,
+            map_flags: crate::sys::bpf::BPF_F_MMAPABLE | flags,
             ..Default::default()
         }
         .create(),

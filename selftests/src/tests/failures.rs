@@ -168,7 +168,7 @@ pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
     // The handlers that insert pages themselves allocate the table past
     // the core's pre-allocation, so the failure reaches their error paths
     // every time. 0001's handler hands the page back to the core, which
-    // uses its pre-allocated table; base takes no fault. There the armed
+    // uses its pre-allocated table; eager takes no fault. There the armed
     // failure may still be spent by an allocation the fault did not make
     // (a debug kernel's stack depot refills its pool in the thread that
     // needs it), so one try of three that leaves it armed is the proof.

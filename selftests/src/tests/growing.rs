@@ -184,8 +184,8 @@ fn small_maps_read_whole(ctx: &Ctx) {
         let pm = PagedMap::new(pages);
         pm.fill_all();
         let want = match ctx.kernel {
-            Kernel::Base => 0,
-            Kernel::Patched | Kernel::Direct => pages,
+            Kernel::Eager => 0,
+            Kernel::Mainline | Kernel::Direct => pages,
             Kernel::Prefault => pages.div_ceil(FAULT_WINDOW),
             Kernel::Adaptive => adaptive,
         };

@@ -1,5 +1,5 @@
-//! T01-T03: the point of the patch. mmap() of the base kernel inserts
-//! every page; the patched one inserts none and faults pages in on touch,
+//! T01-T03: the point of the patch. mmap() of the eager kernel inserts
+//! every page; the lazy ones insert none and fault pages in on touch,
 //! while the VMA keeps the flags the eager path gave it.
 
 use super::common::*;

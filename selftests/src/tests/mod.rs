@@ -1,8 +1,9 @@
 //! The test cases of the plan (`docs/TEST-PLAN.md`), one module per area,
-//! and the registry the runner executes in plan order (T01..T40).
+//! and the registry the runner executes in plan order (T01..T41).
 
 pub mod accounting;
 pub mod anon_inode;
+pub mod arena_race;
 pub mod client;
 pub mod coherence;
 pub mod common;
@@ -88,6 +89,9 @@ pub const ALL: &[Test] = &[
     test!(growing::t38_growing_window_concurrent_sweeps, timeout = 30),
     test!(anon_inode::t39_soft_dirty_write_faults),
     test!(growing::t40_growing_window_fills_holes_in_place),
+    // Milliseconds when the race is made; a try that misses holds the
+    // fault for up to 2 s, and there are three.
+    test!(arena_race::t41_arena_free_races_a_fault, timeout = 20),
 ];
 
 #[cfg(test)]

@@ -446,8 +446,8 @@ fn many_mappings(ctx: &Ctx, pm: &PagedMap, window: usize, mappings: usize) {
     let pte_before = ok(proc::vm_pte_kb(), "VmPTE");
     let maps: Vec<Mapping> = (0..mappings)
         .map(|i| match ctx.kernel {
-            Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => pm.map_rw(),
-            Kernel::Base => ok(pm.mmap(window, RW, i * window), "32 MiB window"),
+            Kernel::Mainline | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => pm.map_rw(),
+            Kernel::Eager => ok(pm.mmap(window, RW, i * window), "32 MiB window"),
         })
         .collect();
     for (i, mp) in maps.iter().enumerate() {
@@ -473,12 +473,12 @@ fn many_mappings(ctx: &Ctx, pm: &PagedMap, window: usize, mappings: usize) {
     match ctx.kernel {
         // One touched page (or window) per mapping: a PTE page plus upper
         // levels each.
-        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => assert!(
+        Kernel::Mainline | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => assert!(
             pte_kb < 1024,
             "{ctx}: {mappings} lazily populated mappings use {pte_kb} kB of page tables"
         ),
         // 1 GiB worth of PTEs: 2 MiB of PTE pages.
-        Kernel::Base => assert!(
+        Kernel::Eager => assert!(
             pte_kb >= 2048,
             "{ctx}: eagerly populated windows use only {pte_kb} kB of page tables"
         ),

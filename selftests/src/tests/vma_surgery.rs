@@ -1,7 +1,7 @@
 //! T12-T14: split, moved and zapped VMAs. The fault handler computes the
 //! map page from vmf->pgoff, so every piece of a split or moved VMA must
 //! still show its own page; a zapped page must come back (P) where the
-//! base kernel, lacking .fault, raises SIGBUS (U).
+//! eager kernel, lacking .fault, raises SIGBUS (U).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -211,7 +211,7 @@ fn zapped(ctx: &Ctx) -> (PagedMap, Mapping) {
 pub fn t14_dontneed_then_touch(ctx: &Ctx) -> Result<(), Skip> {
     let (pm, m) = zapped(ctx);
     match ctx.kernel {
-        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
+        Kernel::Mainline | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
             for p in 0..8 {
                 check_page_full(&m, p, p, &format!("{ctx}: page {p} after DONTNEED"));
             }
@@ -227,7 +227,7 @@ pub fn t14_dontneed_then_touch(ctx: &Ctx) -> Result<(), Skip> {
                 "LOOKUP_ELEM after a write to a re-faulted page"
             );
         }
-        Kernel::Base => {
+        Kernel::Eager => {
             expect_signal("read after DONTNEED", libc::SIGBUS, || {
                 m.read_u64(2 * PAGE);
             });
@@ -247,7 +247,7 @@ pub fn t14_dontneed_then_proc_mem(ctx: &Ctx) -> Result<(), Skip> {
     let mut buf = vec![0u8; PAGE];
     let r = mem.read_at(&mut buf, (m.addr() + 2 * PAGE) as u64);
     match ctx.kernel {
-        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
+        Kernel::Mainline | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
             assert_eq!(
                 ok(r, &format!("{ctx}: /proc/self/mem read after DONTNEED")),
                 PAGE
@@ -257,7 +257,7 @@ pub fn t14_dontneed_then_proc_mem(ctx: &Ctx) -> Result<(), Skip> {
                 "{ctx}: /proc/self/mem returned wrong data for a zapped page"
             );
         }
-        Kernel::Base => expect_errno(
+        Kernel::Eager => expect_errno(
             r,
             &[libc::EIO],
             &format!("{ctx}: /proc/self/mem read after DONTNEED"),
@@ -271,7 +271,7 @@ pub fn t14_dontneed_then_populate_read(ctx: &Ctx) -> Result<(), Skip> {
     let (_pm, m) = zapped(ctx);
     let r = mm::madvise(m.addr(), m.len(), mm::MADV_POPULATE_READ);
     match ctx.kernel {
-        Kernel::Patched | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
+        Kernel::Mainline | Kernel::Direct | Kernel::Prefault | Kernel::Adaptive => {
             ok(r, &format!("{ctx}: MADV_POPULATE_READ after DONTNEED"));
             assert_eq!(
                 rss(m.addr()),
@@ -280,7 +280,7 @@ pub fn t14_dontneed_then_populate_read(ctx: &Ctx) -> Result<(), Skip> {
             );
             (0..8).for_each(|p| check_page(&m, p, p, "repopulated page"));
         }
-        Kernel::Base => {
+        Kernel::Eager => {
             expect_errno(
                 r,
                 &[libc::EFAULT],

@@ -611,12 +611,12 @@ mod tests {
 
     #[test]
     fn cli() {
-        let o = parse_args(&args("--kernel base --results /dev/ttyS1"))
+        let o = parse_args(&args("--kernel eager --results /dev/ttyS1"))
             .unwrap()
             .unwrap();
         assert_eq!(
             (o.kernel.as_str(), o.results.as_str()),
-            ("base", "/dev/ttyS1")
+            ("eager", "/dev/ttyS1")
         );
         assert_eq!((o.quick, o.grid_only, o.iterations), (false, false, 30));
         let o = parse_args(&args("--kernel k --results r --grid-only"))

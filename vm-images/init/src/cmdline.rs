@@ -35,7 +35,7 @@ mod tests {
     fn argv_and_paths() {
         let c = GuestCommand {
             program: Program::Bench,
-            kernel: "patched".into(),
+            kernel: "mainline".into(),
             args: vec!["--quick".into(), "--iterations".into(), "5".into()],
             inject: None,
         };
@@ -43,7 +43,7 @@ mod tests {
             program_args(&c, "/dev/ttyS1"),
             [
                 "--kernel",
-                "patched",
+                "mainline",
                 "--results",
                 "/dev/ttyS1",
                 "--quick",

@@ -654,7 +654,7 @@ mod tests {
     #[test]
     fn a_seed_draws_one_sequence_on_every_kernel() {
         let (lazy, _) = run(Kernel::Adaptive, 42);
-        let (eager, _) = run(Kernel::Base, 42);
+        let (eager, _) = run(Kernel::Eager, 42);
         assert_eq!(lazy, eager, "the draw must not depend on presence");
         assert_ne!(lazy, run(Kernel::Adaptive, 43).0);
     }

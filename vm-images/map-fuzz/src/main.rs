@@ -58,7 +58,7 @@ struct Options {
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
-        kernel: Kernel::Patched,
+        kernel: Kernel::Mainline,
         results: None,
         seed: 1,
         seconds: 60,

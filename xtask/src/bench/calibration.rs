@@ -1,5 +1,5 @@
 //! The model of the seed's machine for a run under icount: fitted on the
-//! run's own base and patched, else on the record's.
+//! run's own eager and mainline, else on the record's.
 
 use super::grid::{combined, Clock, RowKey};
 use super::guest_records::KernelBench;
@@ -13,7 +13,7 @@ pub(super) struct Calibrated {
     pub(super) source: String,
 }
 
-/// The model fitted on this run's base and patched, else on the record's.
+/// The model fitted on this run's eager and mainline, else on the record's.
 pub(super) fn model_for(results: &[KernelBench], clock: Clock) -> Option<Calibrated> {
     if clock != Clock::Icount {
         return None;
@@ -24,7 +24,7 @@ pub(super) fn model_for(results: &[KernelBench], clock: Clock) -> Option<Calibra
         combined(k, &key).map(|c| (c.median_ns, c.user_faults))
     });
     let (cells, source) = match from_run {
-        Some(cells) => (cells, "this run's base and patched".to_string()),
+        Some(cells) => (cells, "this run's eager and mainline".to_string()),
         None => {
             let record = read_record().ok()?;
             let cells = seed_cells(|kernel, scenario| {
@@ -36,7 +36,7 @@ pub(super) fn model_for(results: &[KernelBench], clock: Clock) -> Option<Calibra
             (
                 cells,
                 format!(
-                    "the record's base and patched ({})",
+                    "the record's eager and mainline ({})",
                     record_path().display()
                 ),
             )

@@ -60,7 +60,7 @@ pub fn fill_table(kernels: &[KernelBench]) -> String {
         return String::new();
     }
     let mut out = String::from(
-        "\nWhere a cycle's time goes (kprobes on the fill function: remap_vmalloc_range on base, \
+        "\nWhere a cycle's time goes (kprobes on the fill function: remap_vmalloc_range on eager, \
          array_map_mmap_fault on the series'; the probes slow every fill, so these cycles are \
          not the table's; median over boots):\n",
     );
@@ -82,7 +82,7 @@ pub fn fill_table(kernels: &[KernelBench]) -> String {
             ("in the fills", &|s| us(s.fill_ns)),
             ("outside them", &|s| us(s.cycle_ns - s.fill_ns)),
             ("in the fills, per page", &|s| us(s.fill_ns / s.pages)),
-            ("outside, over base's, per fault", &|s| {
+            ("outside, over eager's, per fault", &|s| {
                 beyond_base_per_fault(s, base.as_ref())
             }),
         ];
@@ -156,7 +156,7 @@ mod tests {
         // base: 1 fill of 1000us in a 1500us cycle; adaptive: 38 fills a
         // cycle over two boots, each figure the median of the two.
         let run = [
-            kernel("base", &[(1_500_000, 10_000, 10, 0)]),
+            kernel("eager", &[(1_500_000, 10_000, 10, 0)]),
             kernel(
                 "adaptive",
                 &[(1_880_000, 11_000, 380, 380), (9_000_000, 90_000, 380, 380)],
@@ -173,7 +173,7 @@ mod tests {
         assert!(row("in the fills ").contains("1000us"), "{t}");
         // Two boots: the median of 1880us and 9000us cycles.
         assert!(row("cycle (probed)").ends_with("5440us"), "{t}");
-        let per_fault = row("outside, over base's");
+        let per_fault = row("outside, over eager's");
         assert!(
             per_fault.ends_with(&us((5_440_000.0 - 5_050_000.0 - 500_000.0) / 38.0)),
             "{t}"
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn older_runs_have_no_table() {
         let run = [KernelBench {
-            kernel: "base".into(),
+            kernel: "eager".into(),
             boots: vec![vec![]],
         }];
         assert_eq!(fill_table(&run), "");

@@ -316,8 +316,8 @@ mod tests {
         );
         let c = regressions(&record, &[kernel("adaptive", &[(1_500_000, 30.0)])]);
         assert_eq!((c.worse.len(), c.rows_worse, c.compared), (0, 0, 1));
-        let c = regressions(&record, &[kernel("base", &[(9, 0.0)])]);
-        assert_eq!((c.compared, c.unrecorded), (0, vec!["base".to_string()]));
+        let c = regressions(&record, &[kernel("eager", &[(9, 0.0)])]);
+        assert_eq!((c.compared, c.unrecorded), (0, vec!["eager".to_string()]));
         // A recorded row the run lacks is named, not skipped.
         let empty = [KernelBench {
             kernel: "adaptive".into(),
@@ -339,12 +339,15 @@ mod tests {
     #[test]
     fn a_record_takes_a_runs_kernels_and_names_how_a_run_differs() {
         let old = BenchRecord::of(
-            &[kernel("base", &[(1, 0.0)]), kernel("adaptive", &[(2, 0.0)])],
+            &[
+                kernel("eager", &[(1, 0.0)]),
+                kernel("adaptive", &[(2, 0.0)]),
+            ],
             shape(),
         );
         let new = BenchRecord::of(&[kernel("adaptive", &[(3, 0.0)])], shape());
         let merged = old.clone().merged(new.clone());
-        assert_eq!(merged.kernels.len(), 2, "base is kept");
+        assert_eq!(merged.kernels.len(), 2, "eager is kept");
         assert_eq!(merged.kernels["adaptive"][0].instructions, 3.0);
         let mut other = shape();
         other.cpus = Some(4);
@@ -393,13 +396,13 @@ mod tests {
 
     #[test]
     fn boots_more_than_one_percent_apart_are_unsteady() {
-        let steady = [kernel("base", &[(1_800_000, 0.0), (1_805_000, 0.0)])];
+        let steady = [kernel("eager", &[(1_800_000, 0.0), (1_805_000, 0.0)])];
         assert_eq!(unsteady_report(&steady).1, 0);
-        let apart = [kernel("base", &[(1_800_000, 0.0), (1_830_000, 0.0)])];
+        let apart = [kernel("eager", &[(1_800_000, 0.0), (1_830_000, 0.0)])];
         let (text, failing) = unsteady_report(&apart);
         assert_eq!(failing, 1, "{text}");
-        assert!(text.contains("UNSTEADY base"), "{text}");
-        let (text, failing) = unsteady_report(&[kernel("base", &[(1, 0.0)])]);
+        assert!(text.contains("UNSTEADY eager"), "{text}");
+        let (text, failing) = unsteady_report(&[kernel("eager", &[(1, 0.0)])]);
         assert_eq!(failing, 0);
         assert!(text.contains("nothing to compare"), "{text}");
     }

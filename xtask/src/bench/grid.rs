@@ -291,7 +291,7 @@ pub mod tests {
         let key = RowKey::find("nopopulate_touchall", 2048, 1).unwrap();
         let other = RowKey::find("nopopulate_touchall", 2048, 2).unwrap();
         let k = KernelBench {
-            kernel: "base".into(),
+            kernel: "eager".into(),
             boots: vec![
                 vec![
                     grid_record(&key, &[990, 1000, 1010], 2048.0, Some(8192)),

@@ -279,11 +279,11 @@ mod tests {
         };
         vec![
             KernelBench {
-                kernel: "base".into(),
+                kernel: "eager".into(),
                 boots: vec![boot(10), boot(12), boot(11)],
             },
             KernelBench {
-                kernel: "patched".into(),
+                kernel: "mainline".into(),
                 boots: vec![boot(1), boot(1), boot(1)],
             },
         ]
@@ -311,14 +311,14 @@ mod tests {
         assert_eq!(recs[3].extra["vmpte_kb_after_mmap"], 2096);
         assert!(parse_records(&["{not json".to_string()]).is_err());
         let k = KernelBench {
-            kernel: "base".into(),
+            kernel: "eager".into(),
             boots: vec![recs],
         };
         let s = sweep_summary(&[k]);
         assert!(s.contains("VmPTE +2052 kB"), "{s}");
         let cycle = s
             .lines()
-            .find(|l| l.contains("mmap()+munmap()") && l.contains("base"))
+            .find(|l| l.contains("mmap()+munmap()") && l.contains("eager"))
             .unwrap();
         assert!(
             cycle.contains("8.0us at 4KiB -> 18.0us at 1GiB: growth 2.2x"),

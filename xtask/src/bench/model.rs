@@ -3,10 +3,10 @@
 //! far more than their instruction count), so the model prices both:
 //! t = a × guest instructions + b × user page faults, with a and b fitted
 //! by least squares to the seed's eight cells (its table, measured on
-//! KVM, `records::SEED_ROWS`) from base's and patched's icount rows at 8 MiB.
+//! KVM, `records::SEED_ROWS`) from eager's and mainline's icount rows at 8 MiB.
 //! The faults are the user's: MAP_POPULATE's are taken inside mmap()
 //! through get_user_pages, with no exception, and rusage counts them as
-//! well, so they are left out. Of the seed's cells only patched's
+//! well, so they are left out. Of the seed's cells only mainline's
 //! write-all then has faults: the fault price rests on that one cell.
 
 use std::fmt::Write as _;
@@ -25,7 +25,7 @@ pub struct Model {
 /// One of the seed's cells with what icount measured for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
-    /// "base" (the seed's "before") or "patched" ("after").
+    /// "eager" (the seed's "before") or "mainline" ("after").
     pub kernel: &'static str,
     pub scenario: &'static str,
     pub label: &'static str,
@@ -65,7 +65,7 @@ impl Model {
 /// is missing.
 pub fn seed_cells(measure: impl Fn(&str, &str) -> Option<(f64, f64)>) -> Option<Vec<Cell>> {
     let mut cells = vec![];
-    for (kernel, after) in [("base", false), ("patched", true)] {
+    for (kernel, after) in [("eager", false), ("mainline", true)] {
         for (scenario, label, before_us, after_us) in SEED_ROWS {
             let (instructions, faults) = measure(kernel, scenario)?;
             cells.push(Cell {
@@ -85,7 +85,7 @@ pub fn seed_cells(measure: impl Fn(&str, &str) -> Option<(f64, f64)>) -> Option<
 pub fn fit_report(model: &Model, cells: &[Cell], source: &str) -> String {
     let mut out = format!(
         "\nThe model (\"model\" columns): t = {:.4} ns x guest instructions + {:.3} us x user page faults,\n\
-         least squares on the seed's 8 cells from {source}. Only patched's write-all cell has user\n\
+         least squares on the seed's 8 cells from {source}. Only mainline's write-all cell has user\n\
          faults (MAP_POPULATE's are taken inside mmap(), no exception), so the fault price rests on that one cell.\n",
         model.us_per_instruction * 1000.0,
         model.us_per_fault
@@ -127,7 +127,7 @@ mod tests {
                 })
             })
         })
-        .expect("the record holds the seed's rows of base and patched")
+        .expect("the record holds the seed's rows of eager and mainline")
     }
 
     #[test]
@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn the_fit_solves_an_exact_system_and_refuses_one_without_faults() {
         let cell = |i: f64, f: f64| Cell {
-            kernel: "base",
+            kernel: "eager",
             scenario: "s",
             label: "l",
             seed_us: 0.1 * i + 2.0 * f,

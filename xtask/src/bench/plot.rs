@@ -245,11 +245,11 @@ mod tests {
     fn one_polyline_per_series_on_log_axes() {
         let series = vec![
             Series {
-                label: "base no access".into(),
+                label: "eager no access".into(),
                 points: vec![(4096.0, 5.0), (1073741824.0, 50000.0)],
             },
             Series {
-                label: "patched <no> access".into(),
+                label: "mainline <no> access".into(),
                 points: vec![(4096.0, 1.0), (1073741824.0, 1.5)],
             },
         ];
@@ -262,7 +262,7 @@ mod tests {
             "x ticks 4 KiB..1 GiB"
         );
         assert!(!s.contains(">1e10<"), "sizes in human units");
-        assert!(s.contains("patched &lt;no&gt; access"));
+        assert!(s.contains("mainline &lt;no&gt; access"));
         // Log scale: the base line's two points are far apart vertically.
         let base = s.lines().find(|l| l.starts_with("<polyline")).unwrap();
         assert!(base.contains(&format!("{:.1},", LEFT)) || base.contains("points=\""));

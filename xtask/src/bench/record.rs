@@ -85,7 +85,7 @@ pub(super) fn gate(
 /// empty list holds nothing. True when it failed.
 pub(super) fn gate_targets(goals: Option<&Targets>, head: &str, held: &str) -> bool {
     let Some(t) = goals else {
-        eprintln!("bench: --gate-targets needs base, patched and {head} in the run");
+        eprintln!("bench: --gate-targets needs eager, mainline and {head} in the run");
         return true;
     };
     let n = targets::held(held).count();
@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn the_gates_pass_only_on_what_they_judged() {
         let one_boot = [KernelBench {
-            kernel: "base".into(),
+            kernel: "eager".into(),
             boots: vec![vec![]],
         }];
         let shape = RunShape {

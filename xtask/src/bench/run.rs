@@ -15,7 +15,6 @@ use super::options::BenchOptions;
 use super::outcome::BenchOutcome;
 use super::output::report;
 use super::record::record;
-use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::vm::qemu::{AccelChoice, TcgThreads};
 use crate::vm::session::{self, Prepared, SessionOptions};
@@ -63,7 +62,7 @@ impl Bench {
             cpus: boot.machine.cpus,
             append: boot.machine.append.clone(),
         };
-        let head = Series::load(&source.patches)?.whole().name.clone();
+        let head = source.series()?.whole().name.clone();
         Ok(Bench {
             source,
             boot,

@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn the_table_shows_each_kernel_its_ratio_and_the_seed() {
-        let kernels = [kernel("base", 10, 0.0), kernel("patched", 5, 2048.0)];
+        let kernels = [kernel("eager", 10, 0.0), kernel("mainline", 5, 2048.0)];
         let t = seed_table(&kernels, Clock::Icount, None);
         let row = t
             .lines()

@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn sparse_rows_have_time_and_rss() {
-        let run: Vec<KernelBench> = [("patched", 128), ("prefault", 2048)]
+        let run: Vec<KernelBench> = [("mainline", 128), ("prefault", 2048)]
             .iter()
             .map(|&(name, kb)| KernelBench {
                 kernel: name.into(),

@@ -15,18 +15,18 @@ use super::model::Model;
 /// The timed targets: pattern, the kernel it is held against, the
 /// largest ratio allowed.
 pub const TIMED: [(&str, &str, f64); 9] = [
-    ("nopopulate_touchall", "base", 1.0),
-    ("nopopulate_readall", "base", 1.0),
-    ("reverse_sweep", "base", 1.0),
-    ("populate_noaccess", "base", 1.0),
-    ("populate_touchall", "base", 1.0),
-    ("nopopulate_noaccess", "patched", 1.1),
-    ("stride_2", "patched", 1.1),
-    ("sparse_1in64", "patched", 1.1),
-    ("sparse_random_1pct", "patched", 1.1),
+    ("nopopulate_touchall", "eager", 1.0),
+    ("nopopulate_readall", "eager", 1.0),
+    ("reverse_sweep", "eager", 1.0),
+    ("populate_noaccess", "eager", 1.0),
+    ("populate_touchall", "eager", 1.0),
+    ("nopopulate_noaccess", "mainline", 1.1),
+    ("stride_2", "mainline", 1.1),
+    ("sparse_1in64", "mainline", 1.1),
+    ("sparse_random_1pct", "mainline", 1.1),
 ];
 
-/// The sparse patterns' Rss, one thread: at most patched's.
+/// The sparse patterns' Rss, one thread: at most mainline's.
 pub const RSS: [&str; 3] = ["stride_2", "sparse_1in64", "sparse_random_1pct"];
 
 /// The verdicts of one run.
@@ -142,7 +142,7 @@ fn short(word: &str) -> &str {
     }
 }
 
-/// The targets of `head` against base and patched in this run; None when
+/// The targets of `head` against eager and mainline in this run; None when
 /// the run lacks one of the three.
 pub fn targets(
     kernels: &[KernelBench],
@@ -151,8 +151,8 @@ pub fn targets(
     model: Option<&Model>,
 ) -> Option<Targets> {
     let find = |name: &str| kernels.iter().find(|k| k.kernel == name);
-    let (h, base, patched) = (find(head)?, find("base")?, find("patched")?);
-    let against = |name: &str| if name == "base" { base } else { patched };
+    let (h, base, patched) = (find(head)?, find("eager")?, find("mainline")?);
+    let against = |name: &str| if name == "eager" { base } else { patched };
     let mut t = Targets::default();
     let how = match (clock, model) {
         (Clock::Icount, Some(_)) => "guest instructions / the model's time, each must be within the limit; the median of the boots",
@@ -188,7 +188,7 @@ pub fn targets(
     }
     for scenario in RSS {
         let key = |pages| RowKey::find(scenario, pages, 1).expect("a grid row");
-        let label = format!("{}, Rss /patched <= 1.0x", key(1).label());
+        let label = format!("{}, Rss /mainline <= 1.0x", key(1).label());
         t.line(&label, |pages| {
             let rss = |k: &KernelBench| combined(k, &key(pages)).and_then(|c| c.rss_kb);
             match (rss(h), rss(patched)) {
@@ -217,11 +217,11 @@ mod tests {
     use super::*;
     use crate::bench::grid::tests::grid_record;
 
-    /// base, patched and adaptive, two boots each, every grid row 1000
+    /// eager, mainline and adaptive, two boots each, every grid row 1000
     /// instructions and no faults, but adaptive's `slow` row at `ns` and
     /// its 1-in-64 Rss at `rss` kB against 128.
     fn run(slow: (&str, u64, u64), rss: u64) -> Vec<KernelBench> {
-        ["base", "patched", "adaptive"]
+        ["eager", "mainline", "adaptive"]
             .iter()
             .map(|&name| {
                 let boot = |jitter: u64| {
@@ -265,7 +265,7 @@ mod tests {
             "{}",
             t.text
         );
-        // 1.2x patched at 16 pages, at every thread count; Rss twice at
+        // 1.2x mainline at 16 pages, at every thread count; Rss twice at
         // every size.
         let t = targets(
             &run(("stride_2", 16, 1200), 256),
@@ -282,7 +282,7 @@ mod tests {
             .unwrap();
         assert!(line.contains("1.20x MISSED"), "{line}");
         assert!(t.text.contains("2.00x MISSED"), "{}", t.text);
-        // Without patched there is nothing to hold the head to.
+        // Without mainline there is nothing to hold the head to.
         assert_eq!(
             targets(&run(("x", 1, 1), 1)[..1], "adaptive", Clock::Icount, None),
             None
@@ -305,7 +305,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             slower.lost(&record),
-            [1, 2, 4].map(|n| format!("write every 2nd page, {n}t, /patched <= 1.1x @ 16 pages"))
+            [1, 2, 4].map(|n| format!("write every 2nd page, {n}t, /mainline <= 1.1x @ 16 pages"))
         );
         // What the record never held met may be missed.
         let without: String = record

@@ -101,8 +101,8 @@ mod tests {
                 "mutant-faults",
                 "fuzz",
                 "devflags",
-                "vmtest-base",
-                "vmtest-patched",
+                "vmtest-eager",
+                "vmtest-mainline",
                 "vmtest-direct",
                 "vmtest-prefault",
                 "vmtest-adaptive",
@@ -197,7 +197,7 @@ mod tests {
         for id in [
             "mutants",
             "fuzz",
-            "vmtest-base",
+            "vmtest-eager",
             "kselftest",
             "kselftest-verifier",
         ] {

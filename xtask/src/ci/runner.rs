@@ -14,7 +14,6 @@ use super::commit;
 use super::queue::{longest_first, sections, waits_for};
 use super::step::Step;
 use super::times::{self, CiTimes, StepTime};
-use crate::kernel::series::Series;
 use crate::kernel::usage::{self, human};
 use crate::{project, workers};
 
@@ -312,7 +311,7 @@ fn report_times(run_dir: &Path, times: &CiTimes, record: bool) -> Result<()> {
 /// The cache trimmed to `cap` as `cache --prune --cache-cap` does, this
 /// run's directory kept; a cache still over it is named, not failed.
 fn trim_cache(cache: &Path, cap: u64, run_dir: &Path) -> Result<()> {
-    let series = Series::load(&project::root().join("patches"))?;
+    let series = crate::kernel::project_series()?;
     let week = Duration::from_secs(7 * 86400);
     let t = usage::trim(cache, &series.variant_names(), week, Some(cap), run_dir)?;
     for p in &t.removed {

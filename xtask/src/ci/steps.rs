@@ -77,7 +77,7 @@ fn queued(xt: &XtStep) -> Vec<Step> {
             "fault tests (mutants)",
             &faults::MUTANT_FAULTS,
         ),
-        fuzz(xt, "fuzz", "fuzz base and every variant", "all", false),
+        fuzz(xt, "fuzz", "fuzz eager and every variant", "all", false),
         booting_tests(
             "devflags",
             "developer flags (--config, --network, --gdb)",
@@ -113,7 +113,7 @@ fn booting_suites(xt: &XtStep) -> Vec<Step> {
         booting_tests("branch", "your own patch, from a git branch", "branch"),
         xt(
             "kselftest",
-            "test_progs on base and every variant",
+            "test_progs on eager and every variant",
             &[
                 "kselftest",
                 "--kernel",
@@ -126,7 +126,7 @@ fn booting_suites(xt: &XtStep) -> Vec<Step> {
         ),
         xt(
             "kselftest-verifier",
-            "test_verifier on base and patched",
+            "test_verifier on eager and mainline",
             &[
                 "kselftest",
                 "--kernel",
@@ -143,8 +143,8 @@ fn booting_suites(xt: &XtStep) -> Vec<Step> {
 
 /// vmtest's step of each lean kernel: id, name, kernel.
 const KERNELS: [(&str, &str, &str); 5] = [
-    ("vmtest-base", "vmtest base", "base"),
-    ("vmtest-patched", "vmtest patched", "patched"),
+    ("vmtest-eager", "vmtest eager", "eager"),
+    ("vmtest-mainline", "vmtest mainline", "mainline"),
     ("vmtest-direct", "vmtest direct", "direct"),
     ("vmtest-prefault", "vmtest prefault", "prefault"),
     ("vmtest-adaptive", "vmtest adaptive", "adaptive"),
@@ -211,13 +211,13 @@ fn checks() -> Vec<Step> {
 fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![xt(
         "build",
-        "build base and every variant",
+        "build eager and every variant",
         &["build-kernel", "--kernel", "all"],
     )];
     if debug {
         steps.push(xt(
             "build-debug",
-            "build patched/adaptive-debug",
+            "build mainline/adaptive-debug",
             &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
         ));
     }
@@ -277,7 +277,7 @@ pub const CI_RUNNERS: &str = "test_progs,test_verifier";
 /// no test_verifier test reaches (it maps no map); on them it cost 21,
 /// 29 and 30 s of guest time in a CI run (2026-12-05). `cargo xtask
 /// kselftest --kernel all --runner test_verifier` runs it on all five.
-const VERIFIER_KERNELS: &str = "base,patched";
+const VERIFIER_KERNELS: &str = "eager,mainline";
 
 /// The runner on the debug kernel: test_progs alone, whose default set
 /// holds the tests that map maps (mmap, ringbuf, arena, skeletons). The
@@ -293,12 +293,12 @@ const CI_DEBUG_RUNNERS: &str = "test_progs";
 /// series (adaptive holds 0002, 0003 and 0005, and of 0004 all but the
 /// aligned window and its step over mapped pages, which 0005 replaces).
 /// `vmtest --kernel direct,prefault --debug` covers the rest.
-const DEBUG_KERNELS: &str = "patched,adaptive";
+const DEBUG_KERNELS: &str = "mainline,adaptive";
 
 /// The debug kernel the BPF tree's selftests run on in CI: the whole
-/// series. On patched-debug too they take another 260 s, which a cold
+/// series. On mainline-debug too they take another 260 s, which a cold
 /// run on the slower machines cannot spare; `cargo xtask kselftest
-/// --kernel patched --debug` runs them there.
+/// --kernel mainline --debug` runs them there.
 const KSELFTEST_DEBUG_KERNELS: &str = "adaptive";
 
 /// Two guests at once: under TCG each runner's guest runs its vCPUs on
@@ -312,8 +312,8 @@ fn debug_suites(xt: &XtStep) -> Vec<Step> {
     vec![
         xt(
             "vmtest-debug",
-            "vmtest patched-debug",
-            &["vmtest", "--kernel", "patched", "--debug"],
+            "vmtest mainline-debug",
+            &["vmtest", "--kernel", "mainline", "--debug"],
         ),
         xt(
             "vmtest-adaptive-debug",
@@ -337,7 +337,7 @@ fn debug_suites(xt: &XtStep) -> Vec<Step> {
         fuzz(
             xt,
             "fuzz-debug",
-            "fuzz patched/adaptive-debug",
+            "fuzz mainline/adaptive-debug",
             DEBUG_KERNELS,
             true,
         ),
@@ -470,10 +470,10 @@ mod tests {
         };
         let s = steps(&a, "/x/xtask");
         assert!(s.iter().all(|s| s.id != "faults"));
-        let vm = s.iter().find(|s| s.id == "vmtest-patched").unwrap();
+        let vm = s.iter().find(|s| s.id == "vmtest-mainline").unwrap();
         assert_eq!(
             vm.args,
-            ["vmtest", "--kernel", "patched", "--cache-dir", "/c"]
+            ["vmtest", "--kernel", "mainline", "--cache-dir", "/c"]
         );
     }
 
@@ -569,7 +569,7 @@ mod tests {
                 }
             }
         }
-        let series = crate::kernel::series::Series::load(&project::root().join("patches")).unwrap();
+        let series = crate::kernel::project_series().unwrap();
         let spec = |words: &str, debug| {
             let w: Vec<String> = words.split(',').map(str::to_string).collect();
             crate::kernel::specs_for(
@@ -606,14 +606,14 @@ mod tests {
     fn step_ids_are_read_from_commands_and_the_matrix() {
         let text = "
       matrix:
-        step: [vmtest-base, share]
+        step: [vmtest-eager, share]
     steps:
       - run: cargo xtask ci --step fmt,clippy
       - run: cargo xtask ci --step ${{ matrix.step }}
 ";
         assert_eq!(
             workflow_step_ids(text),
-            ["vmtest-base", "share", "fmt", "clippy"]
+            ["vmtest-eager", "share", "fmt", "clippy"]
         );
     }
 }

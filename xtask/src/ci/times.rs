@@ -173,10 +173,14 @@ pub fn base_build_seconds(cache: &Path, since: std::time::SystemTime) -> Option<
     let sources = std::fs::read_dir(cache.join("sources")).ok()?;
     sources
         .flatten()
-        .map(|e| {
-            e.path()
-                .join("base/_build-default")
-                .join(BUILD_SECONDS_STAMP)
+        .flat_map(|e| {
+            // A tree's base, or a Debian baseline's eager.
+            ["base", "eager"].map(|b| {
+                e.path()
+                    .join(b)
+                    .join("_build-default")
+                    .join(BUILD_SECONDS_STAMP)
+            })
         })
         .filter(|p| {
             std::fs::metadata(p)

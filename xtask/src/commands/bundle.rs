@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::cli::BundleArgs;
-use crate::kernel::series::Series;
 use crate::kernel::{self, bundle};
 use crate::kselftest::{self, runner::Runner};
 use crate::vm::targets::Target;
@@ -26,7 +25,7 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
     if out.exists() {
         fs::remove_dir_all(out).with_context(|| format!("removing the old {}", out.display()))?;
     }
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let mut targets = Vec::new();
     for (words, debug) in bundle::KERNELS {
         let words: Vec<String> = words.split(',').map(str::to_string).collect();

@@ -26,9 +26,23 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
         .map(usage::parse_size)
         .transpose()?;
     let parts = if args.prune {
-        let series = Series::load(&args.series.patches)?;
+        // The series' variants, and every Debian baseline's.
+        let mut names: Vec<String> = Series::load(&args.series.patches)?
+            .variant_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for dir in crate::kernel::baseline_dirs()? {
+            names.extend(
+                Series::load(&dir)?
+                    .variant_names()
+                    .iter()
+                    .map(|n| n.to_string()),
+            );
+        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let age = Duration::from_secs(args.runs_older_than * 86400);
-        let t = usage::trim(&root, &series.variant_names(), age, cap, Path::new(""))?;
+        let t = usage::trim(&root, &names, age, cap, Path::new(""))?;
         for p in &t.removed {
             println!("removed {}", p.display());
         }

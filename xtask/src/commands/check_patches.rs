@@ -45,14 +45,14 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
             failed.push("git am".into());
         }
     }
-    let objects = hygiene::objects_of(&series.touched_files());
+    let objects = hygiene::objects_of(&series.own_touched_files());
     let jobs = source.jobs;
     let before = hygiene::checked_build(&trees.base, &objects, jobs)?;
     let after = hygiene::checked_build(&trees.patched, &objects, jobs)?;
     let new = hygiene::new_diagnostics(&before, &after);
     crate::status!(
         "W=1 + sparse",
-        "{}: {} diagnostic(s) on base, {} on patched, {} new",
+        "{}: {} diagnostic(s) before the series, {} with it, {} new",
         objects.join(" "),
         hygiene::diagnostics(&before).values().sum::<usize>(),
         hygiene::diagnostics(&after).values().sum::<usize>(),

@@ -100,7 +100,7 @@ fn deps_of(tools: HostTools) -> Vec<hostdeps::Dep> {
     let list = match tools {
         HostTools::Build => hostdeps::BUILD,
         HostTools::Boot => hostdeps::BOOT,
-        HostTools::DefaultSource => hostdeps::DEFAULT_SOURCE,
+        HostTools::DebianSource => hostdeps::DEBIAN_SOURCE,
         HostTools::ShareTests => hostdeps::SHARE_TESTS,
         HostTools::PatchChecks => hostdeps::PATCH_CHECKS,
         HostTools::WorkflowLint => hostdeps::WORKFLOW_LINT,

@@ -93,14 +93,14 @@ impl Form {
             // ci's cheap steps install every host tool they need; the
             // kselftest run (ci's runners: test_maps alone takes 11
             // minutes) installs clang/LLVM/lld and virtiofsd, builds
-            // the patched kernel and test_progs and boots it, vmtest boots
+            // the mainline kernel and test_progs and boots it, vmtest boots
             // it with the plan, the fuzzer builds its libbpf client, and
             // the developer flags' tests install gdb.
             Form::Quick => &[
                 "cargo xtask ci --step fmt,clippy,unit,workflow-lint,patches",
-                "cargo xtask kselftest --kernel patched --runner test_progs,test_verifier",
-                "cargo xtask vmtest --kernel patched",
-                "cargo xtask fuzz --kernel patched --seconds 30 --seed 1",
+                "cargo xtask kselftest --kernel mainline --runner test_progs,test_verifier",
+                "cargo xtask vmtest --kernel mainline",
+                "cargo xtask fuzz --kernel mainline --seconds 30 --seed 1",
                 "cargo xtask ci --step devflags",
             ],
             Form::Custom => &[],

@@ -68,7 +68,7 @@ pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<
     crate::status!(
         "apply",
         "applying {} patch(es) to {}",
-        series.patches.len(),
+        series.applied().len(),
         tree.display()
     );
     // Until the new stamp is written the tree is not "applied", but the
@@ -86,7 +86,7 @@ pub fn prepare_patched(pristine: &Path, tree: &Path, series: &Series) -> Result<
     for f in &files {
         mirror::replace_with_copy(pristine, tree, Path::new(f))?;
     }
-    apply_all_or_nothing(tree, &series.patches)?;
+    apply_all_or_nothing(tree, &series.applied())?;
     keep_mtimes_of_unchanged(tree, &before)?;
     write_atomic(&stamp_path, serde_json::to_string_pretty(&want)?.as_bytes())?;
     Ok(tree_key)

@@ -4,7 +4,7 @@
 //! BPF selftests each kernel's run directory with its files, not links.
 //!
 //! ```text
-//! <bundle>/kernels/<kernel>.bzImage         base, patched-debug, ...
+//! <bundle>/kernels/<kernel>.bzImage         eager, mainline-debug, ...
 //! <bundle>/kselftest-<config>/run/<kernel>/ test_progs, its flavors, modules
 //! <bundle>/kselftest-<config>/left-out.json what could not be built
 //! ```
@@ -22,7 +22,7 @@ pub const BUNDLE_ENV: &str = "BPFLAB_BUNDLE";
 /// What a bundle holds, as `--kernel` words and whether debug: every
 /// kernel, and the debug ones of the series' variants, which are what
 /// the test steps of `ci` boot.
-pub const KERNELS: &[(&str, bool)] = &[("all", false), ("patched,adaptive", true)];
+pub const KERNELS: &[(&str, bool)] = &[("all", false), ("mainline,adaptive", true)];
 
 /// Where a kernel's image is in a bundle.
 pub fn image(bundle: &Path, kernel: &str) -> PathBuf {

@@ -111,7 +111,7 @@ fn cuts(repo: &Path, variants: &[String]) -> Result<Vec<Cut>> {
         if !super::series::usable_name(name) {
             bail!(
                 "--variant {given}: {name} is not a usable variant name: use lower-case letters, \
-                 digits and '-', not base, all, both or a name ending in -debug"
+                 digits and '-', not base, eager, all, both or a name ending in -debug"
             );
         }
         if cuts.iter().any(|c| c.name == name) {

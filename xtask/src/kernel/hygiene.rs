@@ -38,7 +38,7 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
     }
     let sh = crate::project::shell()?;
     let mut results = Vec::new();
-    for patch in &series.patches {
+    for patch in series.own() {
         let path = patch
             .path
             .canonicalize()
@@ -129,7 +129,9 @@ pub fn is_clean(total: &str, upstream_ids: usize) -> bool {
     ))
 }
 
-/// Applies the series with `git am` to a clean git tree of `pristine`.
+/// Applies the series with `git am` to a clean git tree of `pristine`, a
+/// Debian baseline's patches first (7.3's revert and re-apply of the lazy
+/// mapping net to the tree as shipped).
 /// The repository (one commit of the whole source) is made once under
 /// `dir`; each check checks out only the files the series touches into a
 /// throwaway clone. Err names the first patch that does not apply.
@@ -153,7 +155,7 @@ pub fn git_am(pristine: &Path, series: &Series, dir: &Path) -> Result<()> {
         .quiet()
         .run()
         .context("git checkout")?;
-    let patches: Vec<PathBuf> = series.patches.iter().map(|p| p.path.clone()).collect();
+    let patches: Vec<PathBuf> = series.applied().iter().map(|p| p.path.clone()).collect();
     let out = cmd!(sh, "git am --quiet {patches...}")
         .quiet()
         .ignore_status()
@@ -247,6 +249,7 @@ pub fn new_diagnostics(base: &str, patched: &str) -> Vec<String> {
 pub fn checked_build(tree: &Path, objects: &[String], jobs: usize) -> Result<String> {
     let build = tree.join("_build-check");
     let (base, fragments) = super::kconfig::plan(tree, super::KernelConfig::Lean, false)?;
+    let fragments = super::kconfig::adapt(tree, &fragments, &build.join("fragments"))?;
     super::kconfig::configure(tree, &build, base, &fragments, &build.join("config.log"))
         .context("configuring the check build")?;
     for o in objects {

@@ -46,7 +46,8 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     fs::create_dir_all(&req.build_dir)
         .with_context(|| format!("creating {}", req.build_dir.display()))?;
     recover_interrupted(&req.build_dir)?;
-    let frag_hash = kconfig::fragments_hash(&req.fragments)?;
+    let fragments = kconfig::adapt(req.tree, &req.fragments, &req.build_dir.join("fragments"))?;
+    let frag_hash = kconfig::fragments_hash(&fragments)?;
     let config = req.build_dir.join(".config");
     let log = req.build_dir.join("build.log");
     // A tree of another kernel version needs a fresh config too.
@@ -63,13 +64,13 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
             req.name,
             "configuring ({} + {})",
             req.base.name(),
-            names(&req.fragments)
+            names(&fragments)
         );
         kconfig::configure(
             req.tree,
             &req.build_dir,
             req.base,
-            &req.fragments,
+            &fragments,
             &req.build_dir.join("config.log"),
         )?;
         write_atomic(&req.build_dir.join(CONFIGURED), config_key.as_bytes())?;
@@ -106,7 +107,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     marker.end()?;
     made?;
     // syncconfig may have dropped options make saw differently.
-    kconfig::check_survived(req.tree, &req.fragments, &built.config)?;
+    kconfig::check_survived(req.tree, &fragments, &built.config)?;
     write_atomic(&req.build_dir.join(BUILT), stamp.as_bytes())?;
     Ok(built)
 }
@@ -278,11 +279,16 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path, tag: &str) -> Result<()> {
     progress.finish();
     let text = fs::read_to_string(log).unwrap_or_default();
     if !status.success() {
+        let errors = first_errors(&text, 3);
+        let (first, rest) = match errors.split_first() {
+            Some((first, rest)) => (format!(": {first}"), rest.to_vec()),
+            None => (String::new(), vec![last_lines(&text, 25)]),
+        };
+        let rest: String = rest.iter().map(|r| format!("{r}\n")).collect();
         bail!(
-            "building the {} kernel failed ({status}); full log: {}\n{}",
+            "building the {} kernel failed ({status}){first}\n{rest}full log: {}",
             req.name,
             log.display(),
-            last_lines(&text, 25)
         );
     }
     let counted = counter.poll();
@@ -292,9 +298,76 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path, tag: &str) -> Result<()> {
     Ok(())
 }
 
+/// The first `n` errors of a make log, each its compiler's or linker's
+/// line with the lines of context that follow it (the source line and
+/// caret of gcc): what a build failure shows first, since with parallel
+/// jobs the log's tail is other objects' output.
+fn first_errors(log: &str, n: usize) -> Vec<String> {
+    let lines: Vec<&str> = log.lines().collect();
+    let is_error = |l: &str| {
+        l.contains(": error: ")
+            || l.contains(": fatal error: ")
+            || l.contains("undefined reference to")
+            || l.starts_with("ERROR: ")
+    };
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if found.len() == n {
+            break;
+        }
+        if !is_error(line) {
+            continue;
+        }
+        // gcc's context: the source line and its caret, indented with '|'.
+        let context = lines[i + 1..]
+            .iter()
+            .take(3)
+            .take_while(|l| {
+                l.trim_start()
+                    .starts_with(|c: char| c.is_ascii_digit() || c == '|')
+            })
+            .copied();
+        found.push(
+            std::iter::once(*line)
+                .chain(context)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_build_leads_with_its_compilers_first_errors() {
+        let log = "  CC      kernel/bpf/syscall.o
+kernel/bpf/arraymap.c: In function 'array_map_fill':
+kernel/bpf/arraymap.c:739:15: error: implicit declaration of function 'pte_offset_map_nolock' [-Werror=implicit-function-declaration]
+  739 |         pte = pte_offset_map_nolock(mm, pmd, addr, &ptl);
+      |               ^~~~~~~~~~~~~~~~~~~~~
+  CC      mm/memory.o
+kernel/bpf/arraymap.c:801:1: error: expected ';' before '}' token
+make[4]: *** [scripts/Makefile.build:229: kernel/bpf/arraymap.o] Error 1
+ld: vmlinux.o: in function `f': undefined reference to `g'
+";
+        let errors = first_errors(log, 2);
+        assert_eq!(errors.len(), 2);
+        assert!(errors[0].starts_with("kernel/bpf/arraymap.c:739:15: error: implicit declaration"));
+        assert!(
+            errors[0].ends_with("^~~~~~~~~~~~~~~~~~~~~"),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(
+            errors[1],
+            "kernel/bpf/arraymap.c:801:1: error: expected ';' before '}' token"
+        );
+        assert_eq!(first_errors(log, 5).len(), 3);
+        assert!(first_errors("make: *** [Makefile] Error 2\n", 3).is_empty());
+    }
 
     #[test]
     fn make_args_are_out_of_tree_and_parallel() {

@@ -1,8 +1,11 @@
 //! Kernel configuration: kconfig/ fragments merged onto allnoconfig with
 //! the kernel's own scripts/kconfig/merge_config.sh, then checked: every
-//! option a fragment asks for must survive olddefconfig.
+//! option a fragment asks for must survive olddefconfig. Before the merge
+//! each fragment is held to the tree's Kconfig (`adapt`): an option a
+//! newer kernel renamed or folded into another is asked for by its new
+//! name, and one the tree does not declare at all is refused by name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -210,6 +213,121 @@ fn add_choices(text: &str, next: &mut usize, groups: &mut BTreeMap<String, usize
     }
 }
 
+/// Options renamed or folded into another between the kernels the
+/// harness builds: (old name, new name, since when and why). A fragment
+/// keeps the old name while any supported source declares it; in a tree
+/// that declares only the new one, the new one is asked for instead.
+pub const RENAMED: &[(&str, &str, &str)] = &[(
+    "PROC_SYSCTL",
+    "SYSCTL",
+    "7.3 folded /proc/sys support into SYSCTL",
+)];
+
+/// Options only the newer of the supported kernels declare, and why a
+/// fragment asks for them: asked for where the tree declares them, left
+/// out where it does not.
+pub const NEWER_ONLY: &[(&str, &str)] = &[(
+    "NUMA_MIGRATION",
+    "7.3 puts move_pages() behind it (it selects MIGRATION); before, MIGRATION was the switch",
+)];
+
+/// Every symbol a tree's Kconfig files declare (`config X`, `menuconfig X`).
+pub fn declared(tree: &Path) -> Result<BTreeSet<String>> {
+    let mut all = BTreeSet::new();
+    for file in kconfig_files(tree)? {
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        all.extend(declared_in(&text));
+    }
+    Ok(all)
+}
+
+fn declared_in(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.lines().filter_map(|line| {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some("config" | "menuconfig"), Some(sym)) => Some(sym.to_string()),
+            _ => None,
+        }
+    })
+}
+
+/// The name `option` goes by in a tree that declares `symbols`: itself,
+/// its new name (RENAMED), or None when the tree has neither.
+pub fn name_in(option: &str, symbols: &BTreeSet<String>) -> Option<String> {
+    if symbols.contains(option) {
+        return Some(option.to_string());
+    }
+    RENAMED
+        .iter()
+        .find(|(old, new, _)| *old == option && symbols.contains(*new))
+        .map(|(_, new, _)| new.to_string())
+}
+
+/// The fragments as this tree takes them: a fragment with a renamed
+/// option, or one of `NEWER_ONLY` the tree lacks, is rewritten into
+/// `dir` with the new name or without the line; the others are used as
+/// they are. An option of ours (every fragment but the tree's own
+/// selftests config) that the tree declares under no name is refused in
+/// one line.
+pub fn adapt(tree: &Path, fragments: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
+    let symbols = declared(tree)?;
+    let mut out = Vec::new();
+    for fragment in fragments {
+        let text = fs::read_to_string(fragment)
+            .with_context(|| format!("reading {}", fragment.display()))?;
+        let ours = !fragment.starts_with(tree);
+        let (adapted, changed) = adapt_text(&text, &symbols, ours).map_err(|option| {
+            anyhow::anyhow!(
+                "{}: CONFIG_{option} is no option of {} (its Kconfig declares it under no name); \
+                 remove it, or add its new name to kernel::kconfig::RENAMED (or it to NEWER_ONLY)",
+                fragment.display(),
+                tree.display()
+            )
+        })?;
+        if !changed {
+            out.push(fragment.clone());
+            continue;
+        }
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let name = fragment.file_name().context("a fragment has a file name")?;
+        let path = dir.join(name);
+        crate::util::write_atomic(&path, adapted.as_bytes())?;
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// One fragment's text with renamed options under their new names, and
+/// whether anything changed; Err names an option `symbols` lacks (only
+/// when `strict`).
+fn adapt_text(
+    text: &str,
+    symbols: &BTreeSet<String>,
+    strict: bool,
+) -> Result<(String, bool), String> {
+    let mut out = String::new();
+    let mut changed = false;
+    for line in text.lines() {
+        let option = parse(line).into_keys().next();
+        let line = match option.as_deref().map(|o| (o, name_in(o, symbols))) {
+            Some((o, Some(new))) if new != o => {
+                changed = true;
+                line.replacen(&format!("CONFIG_{o}"), &format!("CONFIG_{new}"), 1)
+            }
+            Some((o, None)) if NEWER_ONLY.iter().any(|(n, _)| *n == o) => {
+                changed = true;
+                format!("# left out: CONFIG_{o}, which this tree does not declare (NEWER_ONLY)")
+            }
+            Some((o, None)) if strict => return Err(o.to_string()),
+            _ => line.to_string(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    Ok((out, changed))
+}
+
 /// Every `Kconfig*` file under `dir`.
 fn kconfig_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
@@ -353,6 +471,7 @@ mod tests {
             "DEBUG_VM",
             "PROVE_LOCKING",
             "DEBUG_ATOMIC_SLEEP",
+            "PROVE_RAW_LOCK_NESTING",
             "PAGE_TABLE_CHECK",
             "SOFTLOCKUP_DETECTOR",
             "DETECT_HUNG_TASK",
@@ -431,6 +550,97 @@ mod tests {
         assert_eq!(want.get("OTHER").map(String::as_str), Some("y"));
         let want = requested(&frags[..2], &groups);
         assert_eq!(want.get("DWARF4"), None);
+    }
+
+    #[test]
+    fn a_renamed_option_is_asked_for_by_its_new_name_and_an_unknown_one_refused() {
+        let t = crate::util::tempdir();
+        let tree = t.join("linux");
+        fs::create_dir_all(tree.join("fs/proc")).unwrap();
+        fs::write(
+            tree.join("fs/proc/Kconfig"),
+            "config PROC_FS\n\tbool\nmenuconfig SYSCTL\n\tbool \"x\"\n",
+        )
+        .unwrap();
+        let ours = t.join("qemu.config");
+        fs::write(&ours, "# why\nCONFIG_PROC_FS=y\nCONFIG_PROC_SYSCTL=y\n").unwrap();
+        let out = adapt(&tree, std::slice::from_ref(&ours), &t.join("frags")).unwrap();
+        assert_eq!(out, [t.join("frags/qemu.config")]);
+        assert_eq!(
+            fs::read_to_string(&out[0]).unwrap(),
+            "# why\nCONFIG_PROC_FS=y\nCONFIG_SYSCTL=y\n"
+        );
+        // A tree that still declares the old name keeps the fragment as is.
+        fs::write(tree.join("Kconfig"), "config PROC_SYSCTL\n").unwrap();
+        let out = adapt(&tree, std::slice::from_ref(&ours), &t.join("frags2")).unwrap();
+        assert_eq!(out, std::slice::from_ref(&ours));
+        // An option no name of which the tree declares is refused by name;
+        // the tree's own fragments are taken as they are.
+        fs::write(&ours, "CONFIG_PROC_FS=y\n# CONFIG_GONE is not set\n").unwrap();
+        let err = format!(
+            "{:#}",
+            adapt(&tree, std::slice::from_ref(&ours), &t).unwrap_err()
+        );
+        assert!(err.contains("CONFIG_GONE is no option of"), "{err}");
+        // An option only newer trees have is left out of an older one.
+        fs::write(&ours, "CONFIG_PROC_FS=y\nCONFIG_NUMA_MIGRATION=y\n").unwrap();
+        let out = adapt(&tree, std::slice::from_ref(&ours), &t.join("frags3")).unwrap();
+        let text = fs::read_to_string(&out[0]).unwrap();
+        assert!(
+            text.starts_with("CONFIG_PROC_FS=y\n# left out: CONFIG_NUMA_MIGRATION"),
+            "{text}"
+        );
+        assert_eq!(parse(&text).len(), 1, "{text}");
+        assert!(err.contains("kernel::kconfig::RENAMED"), "{err}");
+        let own = tree.join("config.vm");
+        fs::write(&own, "CONFIG_GONE=y\n").unwrap();
+        assert_eq!(adapt(&tree, std::slice::from_ref(&own), &t).unwrap(), [own]);
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    /// Each supported source's Kconfig, as far as the fragments go:
+    /// `kconfig/declared/<source>` lists the fragments' options (and the
+    /// new names of RENAMED) that the source's tree declares. Every
+    /// option of every fragment must be one of them, under its name or
+    /// its new one; an option a supported kernel lacks fails here.
+    #[test]
+    fn every_fragment_option_is_an_option_of_each_supported_source() {
+        let dir = crate::project::root().join("kconfig/declared");
+        let mut sources = Vec::new();
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = fs::read_to_string(&path).unwrap();
+            let symbols: BTreeSet<String> = text
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .map(|l| l.trim().to_string())
+                .collect();
+            sources.push(path.file_name().unwrap().to_string_lossy().into_owned());
+            for fragment in fragments(true) {
+                let frag = fs::read_to_string(&fragment).unwrap();
+                for option in parse(&frag).keys() {
+                    let newer = NEWER_ONLY.iter().any(|(n, _)| n == option);
+                    assert!(
+                        newer || name_in(option, &symbols).is_some(),
+                        "CONFIG_{option} of {} is no option of {}",
+                        fragment.display(),
+                        path.display()
+                    );
+                }
+            }
+        }
+        sources.sort();
+        assert_eq!(sources, ["debian-6.12", "debian-7.3"]);
+        // Each option only newer kernels have is one the newest declares.
+        let newest = fs::read_to_string(dir.join("debian-7.3")).unwrap();
+        for (option, _) in NEWER_ONLY {
+            assert!(newest.lines().any(|l| l == *option), "{option}");
+        }
+        // The one rename the two differ by.
+        assert_eq!(
+            name_in("PROC_SYSCTL", &BTreeSet::from(["SYSCTL".to_string()])).as_deref(),
+            Some("SYSCTL")
+        );
     }
 
     #[test]

@@ -14,23 +14,36 @@ pub struct Manifest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SourceInfo {
-    /// "directory" or "tarball".
+    /// "directory", "tarball", "git" or "debian".
     pub kind: String,
     pub path: PathBuf,
     /// Where the harness's own copy of the tree lives.
     pub pristine: PathBuf,
+    /// Debian's package, with the exact upload, for a `debian:` source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<DebianPackage>,
+}
+
+/// The upload of Debian's linux-source a build came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DebianPackage {
+    pub name: String,
+    /// e.g. 7.3.4-1~bpo13+1
+    pub version: String,
+    pub suite: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelInfo {
-    /// "base", "patched", "base-debug" or "patched-debug".
+    /// "eager", "mainline", "base" (a tree of your own), "mainline-debug", ...
     pub name: String,
     pub bzimage: PathBuf,
     pub vmlinux: PathBuf,
     pub version: String,
     pub config: PathBuf,
     pub build_log: PathBuf,
-    /// Empty for base kernels.
+    /// Every patch the kernel's tree was given, a Debian baseline's first;
+    /// none for the base kernel of a tree of the developer's.
     pub patches: Vec<PatchInfo>,
 }
 
@@ -52,6 +65,7 @@ mod tests {
                 kind: "tarball".into(),
                 path: "/usr/src/linux-source-6.12.tar.xz".into(),
                 pristine: "/c/sources/x/pristine".into(),
+                package: None,
             },
             kernels: vec![KernelInfo {
                 name: "patched".into(),

@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod bundle;
 pub mod cache;
+pub mod debian;
 pub mod extra;
 pub mod git;
 pub mod hygiene;
@@ -32,7 +33,7 @@ use self::cache::{Cache, TreeLock};
 pub use self::extra::ExtraConfig;
 use self::kbuild::BuildRequest;
 use self::manifest::{KernelInfo, Manifest, PatchInfo, SourceInfo};
-use self::series::Series;
+use self::series::{BaseName, Series};
 use self::source::KernelSource;
 use crate::util::write_atomic;
 
@@ -40,8 +41,11 @@ use crate::util::write_atomic;
 /// every kernel operation takes, built by the command layer from its flags.
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
-    /// A kernel tree or tarball; None: Debian's linux-source-6.12.
+    /// A kernel tree or tarball; None: Debian's package `debian` names.
     pub kernel_src: Option<PathBuf>,
+    /// `--source`: which of Debian's linux-source packages, when
+    /// `kernel_src` is None.
+    pub debian: debian::Spec,
     /// The cache of trees and builds (resolved: `project::cache_dir`).
     pub cache_dir: PathBuf,
     /// The patch series (a directory with a `series` file).
@@ -53,14 +57,68 @@ pub struct SourceConfig {
     pub git: Option<git::GitRange>,
 }
 
+/// The Debian source the project's series (`patches/`) is rebased on:
+/// on another the baseline's kernels are built without it.
+pub const SERIES_SOURCE: &str = "7.3";
+
 impl SourceConfig {
-    /// Whether the source is Debian's package, which the host tools then
-    /// include.
-    pub fn default_source(&self) -> bool {
-        self.kernel_src
-            .as_deref()
-            .is_none_or(|p| p == Path::new(source::DEFAULT_TARBALL))
+    /// The series this source builds: for one of Debian's packages the
+    /// harness keeps a baseline of (`sources/debian-X.Y`), its eager
+    /// base and mainline variant, then the series when it goes onto this
+    /// source (the project's own onto `SERIES_SOURCE` only, any other
+    /// `--patches` anywhere); else `patches` alone, on the tree as it is.
+    pub fn series(&self) -> Result<Series> {
+        let own = Series::load(&self.patches)?;
+        let Some(dir) = self.baseline_dir() else {
+            return Ok(own);
+        };
+        let project_series = crate::project::root().join("patches");
+        let is_projects =
+            fs::canonicalize(&self.patches).ok() == fs::canonicalize(&project_series).ok();
+        let takes = !is_projects || self.debian.series == SERIES_SOURCE;
+        Series::baseline(&dir, takes.then_some(own))
     }
+
+    /// The harness's baseline of this source's Debian package, if it
+    /// keeps one.
+    pub fn baseline_dir(&self) -> Option<PathBuf> {
+        if !self.debian_source() {
+            return None;
+        }
+        let dir = crate::project::root()
+            .join("sources")
+            .join(format!("debian-{}", self.debian.series));
+        dir.is_dir().then_some(dir)
+    }
+
+    /// Whether the source is one of Debian's packages, which the host
+    /// tools then include (apt's client fetches it).
+    pub fn debian_source(&self) -> bool {
+        self.kernel_src.is_none()
+    }
+}
+
+/// The series the project's default source builds: the baseline of
+/// Debian's `SERIES_SOURCE` (eager, mainline), then patches/.
+pub fn project_series() -> Result<Series> {
+    let root = crate::project::root();
+    let dir = root.join("sources").join(format!("debian-{SERIES_SOURCE}"));
+    Series::baseline(&dir, Some(Series::load(&root.join("patches"))?))
+}
+
+/// Every baseline the harness keeps of a Debian package
+/// (`sources/debian-X.Y`).
+pub fn baseline_dirs() -> Result<Vec<PathBuf>> {
+    let root = crate::project::root().join("sources");
+    let mut dirs = Vec::new();
+    for entry in fs::read_dir(&root).with_context(|| format!("reading {}", root.display()))? {
+        let path = entry?.path();
+        if path.join("series").is_file() {
+            dirs.push(path);
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
 }
 
 /// Make jobs when none are asked for: the CPUs + 1.
@@ -68,11 +126,12 @@ pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()) + 1
 }
 
-/// Which kernel: the source as it is, or a variant of the series.
+/// Which kernel: the base (the source as it is, or a Debian package's
+/// eager baseline), or a variant of the series.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Flavor {
-    Base,
-    /// A variant of the series by name: "patched", "prefault", ...
+    Base(BaseName),
+    /// A variant of the series by name: "mainline", "prefault", ...
     Variant(String),
 }
 
@@ -101,46 +160,46 @@ pub struct KernelSpec {
 }
 
 impl Flavor {
-    /// The series' first variant (`patches/series` before any `[name]`).
-    pub fn patched() -> Flavor {
-        Flavor::Variant(series::FIRST_VARIANT.to_string())
-    }
-
     pub fn from_name(name: &str) -> Flavor {
         match name {
-            "base" => Flavor::Base,
+            "base" => Flavor::Base(BaseName::Base),
+            "eager" => Flavor::Base(BaseName::Eager),
             name => Flavor::Variant(name.to_string()),
         }
     }
 
-    /// "base" or the variant's name: also the tree's directory, and what
-    /// the guest reads from its command line to pick its expectations.
+    /// "base", "eager" or the variant's name: also the tree's directory,
+    /// and what the guest reads from its command line to pick its
+    /// expectations.
     pub fn name(&self) -> &str {
         match self {
-            Flavor::Base => "base",
+            Flavor::Base(b) => b.as_str(),
             Flavor::Variant(name) => name,
         }
     }
 
     pub fn is_base(&self) -> bool {
-        *self == Flavor::Base
+        matches!(self, Flavor::Base(_))
     }
 }
 
-/// The kernels one `--kernel` word names: `base`, a variant of `series`,
-/// `all` (base and every variant) or `both` (base and patched). None for
-/// any other word.
+/// The kernels one `--kernel` word names: the base kernel (`base`, or a
+/// Debian baseline's `eager`), a variant of `series`, `all` (base and
+/// every variant) or `both` (base and the first variant). None for any
+/// other word.
 pub fn expand_word(word: &str, series: &Series) -> Option<Vec<Flavor>> {
+    let base = Flavor::Base(series.base.name);
     let variants = || {
         series
             .variants
             .iter()
             .map(|v| Flavor::Variant(v.name.clone()))
     };
+    let first = || Flavor::Variant(series.variants[0].name.clone());
     match word {
-        "base" => Some(vec![Flavor::Base]),
-        "all" => Some(std::iter::once(Flavor::Base).chain(variants()).collect()),
-        "both" => Some(vec![Flavor::Base, Flavor::patched()]),
+        w if w == base.name() => Some(vec![base]),
+        "all" => Some(std::iter::once(base).chain(variants()).collect()),
+        "both" => Some(vec![base, first()]),
         name if series.variant(name).is_some() => Some(vec![Flavor::from_name(name)]),
         _ => None,
     }
@@ -154,7 +213,8 @@ pub fn names_several(word: &str) -> bool {
 /// What `expand_word` accepts, for an error message.
 pub fn known_words(series: &Series) -> String {
     format!(
-        "base, {} (the series' variants), all or both",
+        "{}, {} (the series' variants), all or both",
+        series.base.name.as_str(),
         series.variant_names().join(", ")
     )
 }
@@ -187,8 +247,8 @@ pub fn specs_for(
 }
 
 impl KernelSpec {
-    /// `base`, `patched-debug`, `prefault-bpfci`, `base-bpfci-debug`,
-    /// `patched+net` (with `--config net.config`), ...
+    /// `eager`, `mainline-debug`, `prefault-bpfci`, `base-bpfci-debug`,
+    /// `mainline+net` (with `--config net.config`), ...
     pub fn name(&self) -> String {
         format!(
             "{}{}{}",
@@ -332,7 +392,7 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
         let path = tree.path.clone();
         let variant = match &spec.flavor {
             Flavor::Variant(v) => series.variant(v),
-            Flavor::Base => None,
+            Flavor::Base(_) => None,
         };
         if let Some(other) = other_base {
             seed::from_other_base(other, spec, &path);
@@ -415,10 +475,12 @@ fn build_one_series(
     Ok(Ok(built))
 }
 
-/// Base and patched trees of their own (`<source>/check/`), mirrored and
-/// patched (with the whole series) but not built, for checks that compile
-/// a few objects: a series checked there never touches the trees the
-/// kernels are built from. They stay locked while the value lives.
+/// Two trees of their own (`<source>/check/`), mirrored and patched but
+/// not built, for checks that compile a few objects: `base`, what the
+/// series' own patches apply to (a Debian baseline's mainline, or the
+/// base), and `patched`, with the whole series. A series checked there
+/// never touches the trees the kernels are built from. They stay locked
+/// while the value lives.
 pub struct PreparedTrees {
     pub pristine: PathBuf,
     pub base: PathBuf,
@@ -445,7 +507,13 @@ fn prepare_check_trees(args: &SourceConfig) -> Result<PreparedTrees> {
     let held = lock_trees(&mut cache, &key, &[CHECK_DIR])?;
     let source_dir = cache.source_dir(&key);
     let mut trees = Trees::new(source_dir.join(CHECK_DIR), &pristine, &series);
-    let base = trees.prepare(&Flavor::Base)?.path;
+    // What the series' own patches apply to: a baseline's mainline, or
+    // the base.
+    let start = match series.start() {
+        Some(v) => Flavor::Variant(v.name.clone()),
+        None => Flavor::Base(series.base.name),
+    };
+    let base = trees.prepare(&start)?.path;
     let whole = Flavor::Variant(series.whole().name.clone());
     let patched = trees.prepare(&whole)?.path;
     Ok(PreparedTrees {
@@ -498,15 +566,18 @@ struct Opened {
 
 /// `series`, or the one `args.patches` holds.
 fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
-    let source = match (&args.git, &args.kernel_src) {
-        (Some(range), Some(repo)) => KernelSource::git(repo, &range.base)?,
-        _ => KernelSource::from_arg(args.kernel_src.as_deref())?,
-    };
     let series = match series {
         Some(s) => s,
-        None => Series::load(&args.patches)?,
+        None => args.series()?,
     };
     let cache = Cache::open(&args.cache_dir)?;
+    let source = match (&args.git, &args.kernel_src) {
+        (Some(range), Some(repo)) => KernelSource::git(repo, &range.base)?,
+        (_, Some(path)) => KernelSource::from_path(path)?,
+        (_, None) => KernelSource::Debian {
+            release: debian::fetch(cache.root(), &args.debian)?,
+        },
+    };
     let key = source.cache_key()?;
     let pristine = source.pristine(&cache, &key)?;
     Ok(Opened {
@@ -523,11 +594,21 @@ fn source_info(source: &KernelSource, pristine: &Path) -> SourceInfo {
         KernelSource::Directory { path } => ("directory", path.clone()),
         KernelSource::Tarball { path } => ("tarball", path.clone()),
         KernelSource::Git { repo, .. } => ("git", repo.clone()),
+        KernelSource::Debian { release } => ("debian", release.tarball.clone()),
+    };
+    let package = match source {
+        KernelSource::Debian { release } => Some(manifest::DebianPackage {
+            name: release.package.clone(),
+            version: release.version.clone(),
+            suite: release.suite.clone(),
+        }),
+        _ => None,
     };
     SourceInfo {
         kind: kind.into(),
         path,
         pristine: pristine.to_path_buf(),
+        package,
     }
 }
 
@@ -562,7 +643,10 @@ impl<'a> Trees<'a> {
         let name = flavor.name();
         let path = self.dir.join(name);
         let series = match flavor {
-            Flavor::Base => None,
+            Flavor::Base(_) if !self.series.base.patches.is_empty() => {
+                Some(self.series.base_only())
+            }
+            Flavor::Base(_) => None,
             Flavor::Variant(v) => {
                 let variant = self.series.variant(v).with_context(|| {
                     format!(
@@ -576,7 +660,7 @@ impl<'a> Trees<'a> {
         if !self.keys.contains_key(name) {
             let t = Instant::now();
             let key = match &series {
-                None => self.mirror_base(&path)?,
+                None => self.mirror_base(&path, name)?,
                 Some(s) => apply::prepare_patched(self.pristine, &path, s)
                     .with_context(|| format!("preparing the {name} tree"))?,
             };
@@ -590,7 +674,7 @@ impl<'a> Trees<'a> {
         })
     }
 
-    fn mirror_base(&self, path: &Path) -> Result<String> {
+    fn mirror_base(&self, path: &Path, name: &str) -> Result<String> {
         let report = mirror::sync(self.pristine, path, &Default::default()).with_context(|| {
             format!(
                 "mirroring {} into {}",
@@ -598,18 +682,15 @@ impl<'a> Trees<'a> {
                 path.display()
             )
         })?;
-        crate::status!(
-            "base",
-            "{} file(s) relinked",
-            report.linked + report.removed
-        );
+        crate::status!(name, "{} file(s) relinked", report.linked + report.removed);
         Ok(report.fingerprint)
     }
 }
 
+/// Every patch a kernel's tree was given, the base's first.
 fn patch_infos(series: &Series) -> Vec<PatchInfo> {
     series
-        .patches
+        .applied()
         .iter()
         .map(|p| PatchInfo {
             name: p.name.clone(),
@@ -666,24 +747,34 @@ mod tests {
 
     #[test]
     fn kernel_words_name_base_and_the_series_variants() {
-        let series = Series::load(&crate::project::root().join("patches")).unwrap();
+        let series = project_series().unwrap();
         let expand = |w: &str| expand_word(w, &series).map(|f| names(&f).join(","));
         assert_eq!(
             expand("all").as_deref(),
-            Some("base,patched,direct,prefault,adaptive")
+            Some("eager,mainline,direct,prefault,adaptive")
         );
-        assert_eq!(expand("both").as_deref(), Some("base,patched"));
+        assert_eq!(expand("both").as_deref(), Some("eager,mainline"));
         assert_eq!(expand("prefault").as_deref(), Some("prefault"));
         assert_eq!(expand("/boot/vmlinuz"), None);
+        // A Debian baseline's base kernel is eager: base names none.
+        assert_eq!(expand("base"), None);
+        // A tree of the developer's: base, then the series.
+        let tree = Series::load(&crate::project::root().join("patches")).unwrap();
+        let words_of = |w: &str| expand_word(w, &tree).map(|f| names(&f).join(","));
+        assert_eq!(
+            words_of("all").as_deref(),
+            Some("base,direct,prefault,adaptive")
+        );
+        assert_eq!(words_of("eager"), None);
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let all = words(&["base", "patched", "prefault", "base"]);
+        let all = words(&["eager", "mainline", "prefault", "eager"]);
         let none = ExtraConfig::default();
         let specs = specs_for(&all, &series, (KernelConfig::Lean, true), &none).unwrap();
         let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
-        assert_eq!(got, ["base-debug", "patched-debug", "prefault-debug"]);
+        assert_eq!(got, ["eager-debug", "mainline-debug", "prefault-debug"]);
         let specs = specs_for(&all, &series, (KernelConfig::BpfCi, false), &none).unwrap();
         let got: Vec<String> = specs.iter().map(KernelSpec::name).collect();
-        assert_eq!(got, ["base-bpfci", "patched-bpfci", "prefault-bpfci"]);
+        assert_eq!(got, ["eager-bpfci", "mainline-bpfci", "prefault-bpfci"]);
         let dirs: Vec<String> = [
             (KernelConfig::Lean, false),
             (KernelConfig::Lean, true),
@@ -692,7 +783,7 @@ mod tests {
         ]
         .map(|(config, debug)| {
             KernelSpec {
-                flavor: Flavor::Base,
+                flavor: Flavor::Base(BaseName::Base),
                 config,
                 debug,
                 extra: ExtraConfig::default(),
@@ -721,7 +812,7 @@ mod tests {
         );
         assert_eq!(
             err,
-            "--kernel nope: not one of base, patched, direct, prefault, adaptive (the series' variants), all or both"
+            "--kernel nope: not one of eager, mainline, direct, prefault, adaptive (the series' variants), all or both"
         );
     }
 }

@@ -24,25 +24,37 @@ pub struct Suite {
 /// names are the plan's), and a `--kernel` word in `words` that is not
 /// base, a variant of this series, `all` or `both`.
 pub fn check(suite: &Suite, source: &SourceConfig, words: &[String]) -> Result<()> {
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let own = own_variants().join(", ");
     let other = other_series(source, &series)
         .map(|what| format!("{what}, not this series' variants ({own})"));
     let word = words.iter().find(|w| !own_word(w));
+    // all and both take the source's base, which only a Debian source's
+    // baseline makes this series' eager.
+    let several = words.iter().find(|w| names_several(w));
+    let no_eager = several
+        .filter(|_| source.baseline_dir().is_none())
+        .map(|w| {
+            format!(
+            "--kernel {w} takes the tree's own base, no kernel of the plan (only a Debian source's \
+             baseline has eager and mainline): name the variants, or use --source debian:7.3"
+        )
+        });
     let refused = other
-        .or_else(|| word.map(|w| format!("--kernel {w} is not one of base, {own}, all or both")));
+        .or(no_eager)
+        .or_else(|| word.map(|w| format!("--kernel {w} is not one of eager, {own}, all or both")));
     match refused {
         Some(why) => bail!("{}: {why}; {}", suite.tests, suite.instead),
         None => Ok(()),
     }
 }
 
-/// This series' variants: the plan's kernels after base.
+/// This series' variants: the plan's kernels after eager.
 fn own_variants() -> &'static [&'static str] {
     &PLAN_KERNELS[1..]
 }
 
-/// base, a variant of this series, `all` or `both`.
+/// eager, a variant of this series, `all` or `both`.
 fn own_word(word: &str) -> bool {
     PLAN_KERNELS.contains(&word) || names_several(word)
 }
@@ -85,7 +97,9 @@ mod tests {
     /// A source of the series in `patches`, a branch's with `git`.
     fn source(patches: &Path, git: bool) -> SourceConfig {
         SourceConfig {
-            kernel_src: None,
+            // A branch's source is a checkout of the developer's.
+            kernel_src: git.then(|| PathBuf::from("/nonexistent")),
+            debian: Default::default(),
             cache_dir: PathBuf::from("/nonexistent"),
             patches: patches.to_path_buf(),
             jobs: 1,
@@ -106,20 +120,35 @@ mod tests {
     #[test]
     fn this_series_and_its_words_are_taken() {
         let own = crate::project::root().join("patches");
-        let series = Series::load(&own).unwrap();
+        let series = crate::kernel::project_series().unwrap();
         assert_eq!(series.variant_names(), own_variants());
         let all = words(&[
-            "base", "patched", "direct", "prefault", "adaptive", "all", "both",
+            "eager", "mainline", "direct", "prefault", "adaptive", "all", "both",
         ]);
         assert!(check(&BENCH, &source(&own, false), &all).is_ok());
-        let err = check(&BENCH, &source(&own, false), &words(&["base", "lazy-flag"]));
+        let err = check(
+            &BENCH,
+            &source(&own, false),
+            &words(&["eager", "lazy-flag"]),
+        );
         assert_eq!(
             err.unwrap_err().to_string(),
             "bench measures this series' array-map mmap: --kernel lazy-flag is not one of \
-             base, patched, direct, prefault, adaptive, all or both; use run --expect"
+             eager, mainline, direct, prefault, adaptive, all or both; use run --expect"
         );
         let err = check(&BENCH, &source(&own, false), &words(&["/tmp/bzImage"]));
         assert!(err.is_err(), "a bzImage is no kernel of the series");
+        // A tree of the developer's has no eager: all would take its base.
+        let mut tree = source(&own, false);
+        tree.kernel_src = Some(PathBuf::from("/src/linux"));
+        let err = check(&BENCH, &tree, &words(&["all"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--kernel all takes the tree's own base"),
+            "{err}"
+        );
+        assert!(check(&BENCH, &tree, &words(&["direct", "adaptive"])).is_ok());
     }
 
     #[test]
@@ -136,20 +165,24 @@ mod tests {
         )
         .unwrap();
         // This series' names, fewer of them: a copy with an edit is taken.
-        fs::write(dir.join("series"), "1.patch\n[direct]\n2.patch\n").unwrap();
+        fs::write(
+            dir.join("series"),
+            "[direct]\n1.patch\n[prefault]\n2.patch\n",
+        )
+        .unwrap();
         assert!(check(&BENCH, &source(&dir, false), &words(&["all"])).is_ok());
         let branch = check(&BENCH, &source(&dir, true), &words(&["all"])).unwrap_err();
         assert_eq!(
             branch.to_string(),
             "bench measures this series' array-map mmap: --base makes your branch the series \
-             (patched, direct), not this series' variants (patched, direct, prefault, adaptive); \
+             (direct, prefault), not this series' variants (mainline, direct, prefault, adaptive); \
              use run --expect"
         );
         fs::write(dir.join("series"), "1.patch\n[window]\n2.patch\n").unwrap();
-        let err = check(&BENCH, &source(&dir, false), &words(&["base"])).unwrap_err();
+        let err = check(&BENCH, &source(&dir, false), &words(&["eager"])).unwrap_err();
         let says = format!(
-            "bench measures this series' array-map mmap: --patches {} builds window, not this \
-             series' variants (patched, direct, prefault, adaptive); use run --expect",
+            "bench measures this series' array-map mmap: --patches {} builds patched, window, not this \
+             series' variants (mainline, direct, prefault, adaptive); use run --expect",
             dir.display()
         );
         assert_eq!(err.to_string(), says);

@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 
 use super::cache::{Cache, TreeLock};
+use super::series::BaseName;
 use super::{ExtraConfig, Flavor, KernelSpec};
 use crate::util::set_mtime;
 
@@ -51,10 +52,10 @@ pub struct Built<'a> {
 
 /// A variant's first build starts as a copy of the build of `before`,
 /// base or a variant of the same series with fewer patches, just built:
-/// the variants after `patched` differ from it in a file or two, and a
+/// the variants after `mainline` differ from it in a file or two, and a
 /// build of their own from nothing costs every object again (through
-/// ccache, about 50 s each on these machines, against 18 s); patched
-/// differs from base in the objects that include bpf.h, a third. Of the
+/// ccache, about 50 s each on these machines, against 18 s); mainline
+/// differs from eager in the objects that include bpf.h, a third. Of the
 /// files the variant's patches touch (`touched`, copies in its tree),
 /// those the same in `before`'s tree take its mtime, so the objects
 /// built from them stand; the others a new one, so make rebuilds what
@@ -114,13 +115,22 @@ pub fn other_base(
     spec: &KernelSpec,
     pristine: &Path,
 ) -> Result<Option<OtherBase>> {
-    let base = Flavor::Base.name();
-    if spec.flavor != Flavor::Base || has_a_build(&cache.source_dir(key))? {
+    if !spec.flavor.is_base() || has_a_build(&cache.source_dir(key))? {
         return Ok(None);
     }
-    let built = Path::new(base).join(spec.build_dir_name()).join("vmlinux");
+    // Another source's tree as it is, nearest first: a Debian baseline's
+    // mainline (the package as shipped, which a branch of 7.3 starts
+    // from), a tree's own base, else a baseline's eager.
     let sources = cache.root().join("sources");
-    let Some(other) = super::newest_other(&sources, key, &built)? else {
+    let mut found = None;
+    for base in OTHER_BASES {
+        let built = Path::new(base).join(spec.build_dir_name()).join("vmlinux");
+        if let Some(other) = super::newest_other(&sources, key, &built)? {
+            found = Some((other, base));
+            break;
+        }
+    }
+    let Some((other, base)) = found else {
         return Ok(None);
     };
     let Some(lock) = cache.try_lock_tree(&other, base)? else {
@@ -149,6 +159,14 @@ pub fn other_base(
         }
     }
 }
+
+/// The trees of another source a branch's first base build may start
+/// from, in order of preference.
+const OTHER_BASES: [&str; 3] = [
+    "mainline",
+    BaseName::Base.as_str(),
+    BaseName::Eager.as_str(),
+];
 
 /// Whether any tree of the source in `dir` has a build directory.
 fn has_a_build(dir: &Path) -> Result<bool> {

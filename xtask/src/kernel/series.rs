@@ -27,8 +27,45 @@ pub struct Patch {
 pub struct Series {
     pub patches: Vec<Patch>,
     /// The kernels the series builds, in order; each is a prefix of
-    /// `patches`. Never empty; the first is "patched".
+    /// `patches`. Never empty; the first is "patched" unless named.
     pub variants: Vec<Variant>,
+    /// The kernel before any of `patches`.
+    pub base: Base,
+    /// How many of `patches`, from the first, are a Debian baseline's
+    /// (`sources/`: mainline's), not the series': what `own` leaves out.
+    pub baseline: usize,
+}
+
+/// The kernel built before any patch of a series: the source's tree as
+/// it is (`base`), or, for one of Debian's packages the harness keeps a
+/// baseline of (`sources/`), the eager kernel: the package's tree with
+/// the baseline's patches (7.3's: the lazy mapping reverted).
+#[derive(Debug, Clone, Default)]
+pub struct Base {
+    pub name: BaseName,
+    /// Applied to the source's tree to make the base kernel; never
+    /// mutated, checked or posted: they are the harness's.
+    pub patches: Vec<Patch>,
+}
+
+/// What the base kernel is called.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum BaseName {
+    /// The source's tree as it is: a developer's tree, branch or tarball.
+    #[default]
+    Base,
+    /// A Debian package's baseline: array maps mapped eagerly, as every
+    /// release before the lazy mapping (7.3) had.
+    Eager,
+}
+
+impl BaseName {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BaseName::Base => "base",
+            BaseName::Eager => "eager",
+        }
+    }
 }
 
 /// One kernel of the series: the first `patches` patches applied.
@@ -81,7 +118,83 @@ impl Series {
         for (name, count) in ends {
             variants.push(close_variant(name, count, &variants, &series_path)?);
         }
-        Ok(Series { patches, variants })
+        Ok(Series {
+            patches,
+            variants,
+            base: Base::default(),
+            baseline: 0,
+        })
+    }
+
+    /// A Debian source's baseline (`sources/debian-X.Y`): the eager base
+    /// kernel (the package's tree with `eager.patch`, when there is one)
+    /// and the variants its `series` file names (mainline: the lazy
+    /// mapping as merged), then, when given, `rest`'s variants after them.
+    pub fn baseline(dir: &Path, rest: Option<Series>) -> Result<Series> {
+        let eager = dir.join("eager.patch");
+        let base_patches = if eager.is_file() {
+            vec![load_patch(dir, "eager.patch", &eager)?]
+        } else {
+            Vec::new()
+        };
+        let mut series = Series::load(dir)?;
+        series.base = Base {
+            name: BaseName::Eager,
+            patches: base_patches,
+        };
+        series.baseline = series.patches.len();
+        let Some(rest) = rest else {
+            return Ok(series);
+        };
+        let offset = series.patches.len();
+        for v in rest.variants {
+            if series.variant(&v.name).is_some() {
+                bail!(
+                    "{}: the variant [{}] is the baseline's too; name it otherwise",
+                    dir.join("series").display(),
+                    v.name
+                );
+            }
+            series.variants.push(Variant {
+                name: v.name,
+                patches: v.patches + offset,
+            });
+        }
+        series.patches.extend(rest.patches);
+        Ok(series)
+    }
+
+    /// Every patch a variant's tree gets, in order: the base's, then the
+    /// series' up to the variant (`upto`).
+    pub fn applied(&self) -> Vec<Patch> {
+        self.base
+            .patches
+            .iter()
+            .chain(&self.patches)
+            .cloned()
+            .collect()
+    }
+
+    /// The base kernel's tree as a series of no variant: its patches.
+    pub fn base_only(&self) -> Series {
+        Series {
+            patches: Vec::new(),
+            variants: Vec::new(),
+            base: self.base.clone(),
+            baseline: 0,
+        }
+    }
+
+    /// The series' own patches: those after a Debian baseline's, what the
+    /// patch checks hold to a maintainer's gates.
+    pub fn own(&self) -> &[Patch] {
+        &self.patches[self.baseline..]
+    }
+
+    /// The variant the series' own patches start from: a Debian
+    /// baseline's mainline; None when the series starts at the base.
+    pub fn start(&self) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.patches == self.baseline)
     }
 
     /// The variant called `name`, if the series has one.
@@ -99,6 +212,8 @@ impl Series {
         Series {
             patches: self.patches[..variant.patches].to_vec(),
             variants: vec![variant.clone()],
+            base: self.base.clone(),
+            baseline: self.baseline.min(variant.patches),
         }
     }
 
@@ -115,6 +230,8 @@ impl Series {
         Ok(Series {
             patches,
             variants: vec![variant],
+            base: self.base.clone(),
+            baseline: self.baseline.min(index + 1),
         })
     }
 
@@ -125,11 +242,12 @@ impl Series {
             .expect("a series has at least one variant")
     }
 
-    /// One hash over the names and contents of all patches, in order:
-    /// editing, adding, removing or reordering a patch changes it.
+    /// One hash over the names and contents of all patches, the base's
+    /// first, in order: editing, adding, removing or reordering a patch
+    /// changes it.
     pub fn hash(&self) -> String {
         let mut h = Sha256::new();
-        for p in &self.patches {
+        for p in &self.applied() {
             h.update(p.name.as_bytes());
             h.update([0]);
             h.update(p.sha256.as_bytes());
@@ -138,9 +256,22 @@ impl Series {
         hex::encode(h.finalize())
     }
 
-    /// Every file any patch touches, sorted and deduplicated.
+    /// Every file the series' own patches touch, sorted and deduplicated.
+    pub fn own_touched_files(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.own().iter().flat_map(|p| p.files.clone()).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Every file any patch touches (the base's too), sorted and
+    /// deduplicated.
     pub fn touched_files(&self) -> Vec<String> {
-        let mut all: Vec<String> = self.patches.iter().flat_map(|p| p.files.clone()).collect();
+        let mut all: Vec<String> = self
+            .applied()
+            .iter()
+            .flat_map(|p| p.files.clone())
+            .collect();
         all.sort();
         all.dedup();
         all
@@ -181,7 +312,7 @@ pub fn usable_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    valid && !["base", "all", "both"].contains(&name) && !name.ends_with("-debug")
+    valid && !["base", "eager", "all", "both"].contains(&name) && !name.ends_with("-debug")
 }
 
 /// The variant `name` ends after `count` patches; it must add at least one
@@ -191,7 +322,7 @@ fn close_variant(name: &str, count: usize, before: &[Variant], series: &Path) ->
     if !usable_name(name) {
         bail!(
             "{}: [{name}] is not a usable variant name: use lower-case letters, digits and '-', \
-             not base, all, both or a name ending in -debug",
+             not base, eager, all, both or a name ending in -debug",
             series.display()
         );
     }
@@ -370,6 +501,47 @@ mod tests {
     }
 
     #[test]
+    fn a_baseline_goes_before_the_series_and_is_none_of_its_own() {
+        let base = series_dir("[mainline]\none.patch\n");
+        fs::write(
+            base.join("eager.patch"),
+            "--- a/e\n+++ b/e\n@@ -1 +1 @@\n-x\n+y\n",
+        )
+        .unwrap();
+        let rest = series_dir("[direct]\ntwo.patch\n[window]\nthree.patch\n");
+        let s = Series::baseline(&base, Some(Series::load(&rest).unwrap())).unwrap();
+        assert_eq!(s.base.name, BaseName::Eager);
+        assert_eq!(s.variant_names(), ["mainline", "direct", "window"]);
+        assert_eq!(s.variant("window").unwrap().patches, 3);
+        let applied: Vec<String> = s.applied().into_iter().map(|p| p.name).collect();
+        assert_eq!(
+            applied,
+            ["eager.patch", "one.patch", "two.patch", "three.patch"]
+        );
+        let own: Vec<&str> = s.own().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(own, ["two.patch", "three.patch"]);
+        assert_eq!(s.start().map(|v| v.name.as_str()), Some("mainline"));
+        assert_eq!(s.own_touched_files(), ["three", "two"]);
+        assert_eq!(s.touched_files(), ["e", "one", "three", "two"]);
+        // A variant the baseline has is no name for the series'.
+        let clash = series_dir("[mainline]\ntwo.patch\n");
+        let err = format!(
+            "{:#}",
+            Series::baseline(&base, Some(Series::load(&clash).unwrap())).unwrap_err()
+        );
+        assert!(
+            err.contains("the variant [mainline] is the baseline's too"),
+            "{err}"
+        );
+        // Without a baseline the series is its own from its first patch.
+        let alone = Series::load(&rest).unwrap();
+        assert_eq!((alone.own().len(), alone.start()), (2, None));
+        for d in [base, rest, clash] {
+            fs::remove_dir_all(d).unwrap();
+        }
+    }
+
+    #[test]
     fn bad_variants_are_named() {
         for (series, says) in [
             ("one.patch\n[x]\n", "[x] adds no patch"),
@@ -409,7 +581,7 @@ mod tests {
 
     #[test]
     fn the_shipped_series_loads() {
-        let series = Series::load(&crate::project::root().join("patches")).unwrap();
+        let series = crate::kernel::project_series().unwrap();
         assert!(!series.patches.is_empty());
         let files = series.touched_files();
         for f in [

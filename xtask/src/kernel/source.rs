@@ -1,5 +1,6 @@
 //! Where the kernel source comes from: a user's tree or tarball given with
-//! --kernel-src (read, never modified), or Debian's linux-source package.
+//! --kernel-src (read, never modified), or one of Debian's linux-source
+//! packages (`--source debian:X.Y`, fetched by `debian`).
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -11,10 +12,7 @@ use sha2::{Digest, Sha256};
 use xshell::cmd;
 
 use super::cache::Cache;
-
-/// Debian's kernel source package and the tarball it installs.
-pub const DEFAULT_PACKAGE: &str = "linux-source-6.12";
-pub const DEFAULT_TARBALL: &str = "/usr/src/linux-source-6.12.tar.xz";
+use super::debian::Release;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -25,16 +23,13 @@ pub enum KernelSource {
     Tarball { path: PathBuf },
     /// A commit of a git checkout (`--base`), its tracked files only.
     Git { repo: PathBuf, commit: String },
+    /// One upload of Debian's linux-source-X.Y, fetched into the cache.
+    Debian { release: Release },
 }
 
 impl KernelSource {
-    /// Classifies `--kernel-src PATH`, or picks the default tarball.
-    pub fn from_arg(arg: Option<&Path>) -> Result<KernelSource> {
-        let Some(path) = arg else {
-            return Ok(KernelSource::Tarball {
-                path: PathBuf::from(DEFAULT_TARBALL),
-            });
-        };
+    /// Classifies `--kernel-src PATH`.
+    pub fn from_path(path: &Path) -> Result<KernelSource> {
         let path = fs::canonicalize(path).with_context(|| {
             format!(
                 "--kernel-src {}: no such file or directory; pass a kernel tree or a .tar.xz/.tar.gz",
@@ -87,6 +82,7 @@ impl KernelSource {
     /// A short, stable, readable name for this source's cache directory.
     pub fn cache_key(&self) -> Result<String> {
         let (path, extra) = match self {
+            KernelSource::Debian { release } => return Ok(release.cache_key()),
             KernelSource::Git { repo, commit } => {
                 let name = repo.file_name().map(|n| n.to_string_lossy().into_owned());
                 let name = name.unwrap_or_else(|| "root".into());
@@ -107,20 +103,12 @@ impl KernelSource {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "root".into());
-        let base: String = base
-            .trim_end_matches(".xz")
-            .trim_end_matches(".gz")
-            .trim_end_matches(".bz2")
-            .trim_end_matches(".tar")
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let base = crate::util::name_safe(
+            base.trim_end_matches(".xz")
+                .trim_end_matches(".gz")
+                .trim_end_matches(".bz2")
+                .trim_end_matches(".tar"),
+        );
         Ok(format!("{base}-{}", &hex::encode(digest)[..12]))
     }
 
@@ -130,6 +118,9 @@ impl KernelSource {
         match self {
             KernelSource::Directory { path } => Ok(path.clone()),
             KernelSource::Tarball { path } => unpack_once(path, &cache.source_dir(key)),
+            KernelSource::Debian { release } => {
+                unpack_once(&release.tarball, &cache.source_dir(key))
+            }
             KernelSource::Git { repo, commit } => {
                 super::git::archive_once(repo, commit, &cache.source_dir(key))
             }
@@ -195,32 +186,28 @@ mod tests {
     #[test]
     fn classifies_sources() {
         let t = crate::util::tempdir();
-        assert!(matches!(
-            KernelSource::from_arg(None).unwrap(),
-            KernelSource::Tarball { path } if path == Path::new(DEFAULT_TARBALL)
-        ));
         let err = format!(
             "{:#}",
-            KernelSource::from_arg(Some(&t.join("nope"))).unwrap_err()
+            KernelSource::from_path(&t.join("nope")).unwrap_err()
         );
         assert!(err.contains("no such file"), "{err}");
-        let err = format!("{:#}", KernelSource::from_arg(Some(&t)).unwrap_err());
+        let err = format!("{:#}", KernelSource::from_path(&t).unwrap_err());
         assert!(err.contains("not a kernel tree"), "{err}");
         fs::create_dir_all(t.join("kernel/bpf")).unwrap();
         fs::write(t.join("Makefile"), "").unwrap();
         assert!(matches!(
-            KernelSource::from_arg(Some(&t)).unwrap(),
+            KernelSource::from_path(&t).unwrap(),
             KernelSource::Directory { .. }
         ));
         fs::write(t.join(".config"), "CONFIG_X=y\n").unwrap();
-        let err = format!("{:#}", KernelSource::from_arg(Some(&t)).unwrap_err());
+        let err = format!("{:#}", KernelSource::from_path(&t).unwrap_err());
         assert!(
             err.contains("in-tree build") && err.contains("make mrproper"),
             "{err}"
         );
         fs::remove_file(t.join(".config")).unwrap();
         fs::write(t.join("linux-6.13.tar.xz"), "").unwrap();
-        let tar = KernelSource::from_arg(Some(&t.join("linux-6.13.tar.xz"))).unwrap();
+        let tar = KernelSource::from_path(&t.join("linux-6.13.tar.xz")).unwrap();
         assert!(matches!(tar, KernelSource::Tarball { .. }));
         assert!(tar.cache_key().unwrap().starts_with("linux-6.13-"));
         fs::remove_dir_all(t).unwrap();

@@ -21,7 +21,7 @@ pub struct Part {
 
 /// The kernel trees of a source directory never pruned: the base kernel
 /// and the mutants' kernel, besides the series' variants.
-const ALWAYS_KEPT: &[&str] = &["base", "mutant"];
+const ALWAYS_KEPT: &[&str] = &["base", "eager", "mutant"];
 
 /// A directory of `sources/<source>/` that holds a kernel: it has a
 /// build directory (`_build-default`, `_build-debug`, `_build-bpfci`) or

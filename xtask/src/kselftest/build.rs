@@ -74,6 +74,15 @@ impl KernelTree {
     }
 }
 
+/// 7.3's libarena (the arena library test_progs links) is compiled with
+/// the Makefile's BPF_CFLAGS and CLANG_CFLAGS and no `-mcpu`: it takes
+/// 32-bit atomics and signed division, which clang 19's default cpu (v1)
+/// refuses ("unsupported atomic operation", "unsupported signed
+/// division"). `-mcpu=v4` in CLANG_CFLAGS (make expands the reference)
+/// reaches it; the test_progs flavors pass their own `-mcpu` after it,
+/// and the last one wins, so they build as before.
+const CLANG_CFLAGS: &str = "CLANG_CFLAGS=$(CLANG_SYS_INCLUDES) -mcpu=v4";
+
 /// make's command line for test_progs, as data. `KDIR` and
 /// `KBUILD_OUTPUT` name the kernel the in-tree test modules are built
 /// against (test_progs's build needs them; each kernel gets its own later).
@@ -93,6 +102,7 @@ pub fn test_progs_args(
         format!("VMLINUX_BTF={}", btf.vmlinux.display()),
         format!("KDIR={}", btf.tree.display()),
         format!("KBUILD_OUTPUT={}", btf.build_dir.display()),
+        CLANG_CFLAGS.into(),
     ];
     args.extend(runners.iter().map(|r| r.name().to_string()));
     args
@@ -540,6 +550,7 @@ mod tests {
             "VMLINUX_BTF=/c/s/patched/_build-default/vmlinux",
             "KDIR=/c/s/patched",
             "KBUILD_OUTPUT=/c/s/patched/_build-default",
+            "CLANG_CFLAGS=$(CLANG_SYS_INCLUDES) -mcpu=v4",
         ] {
             assert!(args.contains(&want.to_string()), "{want} in {args:?}");
         }

@@ -14,7 +14,6 @@ use super::llvm::Llvm;
 use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
 use super::{RunOptions, RunnerRun};
-use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
 use crate::vm::schedule;
@@ -151,7 +150,7 @@ fn lacking(options: &SuiteOptions, source: &SourceConfig, targets: &[Target]) ->
     let Some(new_on) = &options.new_on else {
         return Ok(vec![false; targets.len()]);
     };
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let patches = |name: &str| series.variant(name).map(|v| v.patches);
     let Some(wanted) =
         patches(new_on).filter(|_| targets.iter().any(|t| t.flavor.name() == new_on))

@@ -122,7 +122,10 @@ pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
     let mut out = Vec::new();
     for (name, row) in rows(sides) {
         let status = |i: usize| row[i].unwrap_or(Status::NotRun);
-        let base_ran = (0..sides.len()).any(|i| !sides[i].patched && status(i) == Status::Pass);
+        let ran_it: Vec<&str> = (0..sides.len())
+            .filter(|&i| !sides[i].patched && status(i) == Status::Pass)
+            .map(|i| sides[i].run.kernel.as_str())
+            .collect();
         for (i, side) in sides.iter().enumerate() {
             let kernel = &side.run.kernel;
             if lacking[i] && is_new(&name) {
@@ -130,8 +133,9 @@ pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
             }
             if bad(status(i)) {
                 out.push(format!("{name} is {} on {kernel}", word(Some(status(i)))));
-            } else if status(i) == Status::Skip && side.patched && base_ran {
-                out.push(format!("{name} skips on {kernel}, where base runs it"));
+            } else if status(i) == Status::Skip && side.patched && !ran_it.is_empty() {
+                let base = ran_it.join(" and ");
+                out.push(format!("{name} skips on {kernel}, where {base} runs it"));
             }
         }
     }
@@ -254,7 +258,7 @@ pub fn verdict(f: &Findings) -> Vec<String> {
         (&f.regressions, "REGRESSION: {n} test(s) fail only on a variant of the series"),
         (
             &f.unexplained,
-            "FAIL: {n} test(s) fail on a variant, and no base kernel ran to compare (add --kernel base)",
+            "FAIL: {n} test(s) fail on a variant, and no base kernel ran to compare (add it: --kernel eager, or base for a tree of your own)",
         ),
         (
             &f.on_base_too,

@@ -165,7 +165,7 @@ pub fn build_for(
     // or of one variant (`test_progs_flavor`), the same whichever kernels
     // run, so that switching kernels never rebuilds it. CO-RE adapts it to every kernel, and a debug run
     // reuses the plain build rather than make its own.
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let spec = KernelSpec {
         flavor: test_progs_flavor(&series),
         config,
@@ -244,7 +244,7 @@ fn from_bundle(
 fn test_progs_flavor(series: &Series) -> Flavor {
     let in_tools = |p: &Patch| p.files.iter().any(|f| f.starts_with("tools/"));
     let Some(last) = series.patches.iter().rposition(in_tools) else {
-        return Flavor::Base;
+        return Flavor::Base(series.base.name);
     };
     let variant: &Variant = series
         .variants
@@ -408,6 +408,8 @@ mod tests {
                     patches: *k,
                 })
                 .collect(),
+            base: Default::default(),
+            baseline: 0,
         }
     }
 
@@ -426,7 +428,7 @@ mod tests {
             &["kernel/a.c", "kernel/b.c"],
             &[("patched", 1), ("prefault", 2)],
         );
-        assert_eq!(test_progs_flavor(&kernel_only), Flavor::Base);
+        assert_eq!(test_progs_flavor(&kernel_only), Flavor::from_name("base"));
         let tools_later = series(
             &["kernel/a.c", "tools/testing/x.c", "kernel/b.c"],
             &[("patched", 1), ("tests", 2), ("last", 3)],

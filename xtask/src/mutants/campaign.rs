@@ -1,7 +1,7 @@
 //! A mutants run as a suite: each mutant of the series built as the
 //! kernel variant `mutant` (one tree, rebuilt incrementally) and run
 //! through the plan with `--fail-fast`, held to the expectations of the
-//! variant its patch belongs to: 0001's on `patched`, 0002's and 0003's
+//! variant its patch belongs to: 0001's on `mainline`, 0002's and 0003's
 //! on `direct`, and so on. First the judge runs on each such variant
 //! unmutated, a control that must pass, or no outcome would mean
 //! anything. Killed, crashed (counted as killed), survived; did not

@@ -188,7 +188,6 @@ fn sample_entries(entries: Vec<(String, String)>, name: String) -> Result<Sample
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::series::Series;
 
     #[test]
     fn every_entry_has_a_reason_once() {
@@ -206,7 +205,7 @@ mod tests {
     /// A patch edited under a list moves its ids: the list must follow.
     #[test]
     fn the_lists_name_mutants_the_series_has() {
-        let series = Series::load(&crate::project::root().join("patches")).unwrap();
+        let series = crate::kernel::project_series().unwrap();
         let texts = super::super::read_patches(&series).unwrap();
         let all = super::super::of_series(&series, &texts);
         let equivalent = equivalents().unwrap();
@@ -235,7 +234,7 @@ mod tests {
     /// text that was judged.
     #[test]
     fn an_equivalent_id_that_names_another_mutant_is_an_error() {
-        let series = Series::load(&crate::project::root().join("patches")).unwrap();
+        let series = crate::kernel::project_series().unwrap();
         let texts = super::super::read_patches(&series).unwrap();
         let all = super::super::of_series(&series, &texts);
         let mut listed = equivalents().unwrap();

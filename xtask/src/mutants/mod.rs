@@ -195,7 +195,7 @@ mod tests {
     use super::*;
 
     fn series() -> Series {
-        Series::load(&crate::project::root().join("patches")).unwrap()
+        crate::kernel::project_series().unwrap()
     }
 
     #[test]

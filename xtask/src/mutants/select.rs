@@ -35,7 +35,7 @@ pub struct Chosen {
 
 /// The mutants `choice` takes of `source`'s series.
 pub fn choose(source: &SourceConfig, choice: &Choice) -> Result<Chosen> {
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let texts = super::read_patches(&series)?;
     let all = super::of_series(&series, &texts);
     let own = own_series(&source.patches);

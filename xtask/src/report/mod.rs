@@ -166,7 +166,7 @@ mod tests {
             }
         };
         KernelRun {
-            kernel: "patched".into(),
+            kernel: "mainline".into(),
             accel: "TCG".into(),
             results: vec![
                 r("t01_a", Status::Pass, ""),
@@ -271,7 +271,7 @@ mod tests {
             "{j}"
         );
         assert!(
-            j.contains("<testcase name=\"t01_a\" classname=\"patched\" time=\"1.500\"/>"),
+            j.contains("<testcase name=\"t01_a\" classname=\"mainline\" time=\"1.500\"/>"),
             "{j}"
         );
         assert!(

@@ -459,7 +459,7 @@ mod tests {
             Path::new("/r/results.txt"),
             GuestCommand {
                 program: Program::Selftests,
-                kernel: Flavor::patched().name().into(),
+                kernel: Flavor::from_name("mainline").name().into(),
                 args: vec!["t14".into(), "t02".into()],
                 inject: None,
             },
@@ -558,14 +558,14 @@ mod tests {
         let mut c = cfg(Accel::Tcg);
         assert_eq!(
             kernel_cmdline(&c),
-            "console=ttyS0 panic=-1 oops=panic rdinit=/init clocksource=hpet numa=fake=2 bpflab.run=selftests bpflab.kernel=patched bpflab.args=t14,t02"
+            "console=ttyS0 panic=-1 oops=panic rdinit=/init clocksource=hpet numa=fake=2 bpflab.run=selftests bpflab.kernel=mainline bpflab.args=t14,t02"
         );
         c.guest.args.clear();
         c.guest.inject = Some(Inject::Panic);
         c.numa_nodes = 1;
         let line = kernel_cmdline(&c);
         assert!(
-            line.ends_with("bpflab.kernel=patched bpflab.inject=panic"),
+            line.ends_with("bpflab.kernel=mainline bpflab.inject=panic"),
             "{line}"
         );
         assert!(!line.contains("numa="));

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program};
 
+use super::claim::Claims;
 use super::qemu::{AccelChoice, GuestCommand};
-use crate::kernel::series::{Series, FIRST_VARIANT};
+use crate::kernel::series::Series;
 use crate::kernel::{self, ExtraConfig, Flavor, KernelConfig, KernelSpec, SourceConfig};
 
 /// How a run boots its kernels: which, debug or not, the accelerator,
@@ -25,9 +26,9 @@ pub struct BootConfig {
     pub extra_config: Vec<PathBuf>,
     pub debug: bool,
     pub accel: AccelChoice,
-    /// `--claim`: the plan kernel (`guest_common::protocol::PLAN_KERNELS`)
-    /// a kernel the plan does not know is held to: a bzImage given by
-    /// path (None: patched) or, in the plan, a variant of another series.
+    /// `--claim` (`claim::Claims`): the plan side a kernel the plan does
+    /// not know is held to: a bzImage given by path (None: mainline), a
+    /// source's base (None: eager) or a variant of another series.
     pub claim: Option<String>,
     /// Seconds before the guest is killed; None: the default limits.
     pub timeout: Option<u64>,
@@ -37,6 +38,10 @@ pub struct BootConfig {
     /// CPUs, memory, kernel and QEMU arguments of every guest.
     pub machine: super::qemu::Machine,
 }
+
+/// The side a bzImage given by path is held to without a claim: a
+/// kernel of today, with the lazy mapping merged.
+pub const OWN_KERNEL_SIDE: &str = "mainline";
 
 /// A kernel ready to boot.
 #[derive(Debug, Clone)]
@@ -73,7 +78,7 @@ impl Target {
 /// copies each image into `run_dir` while the cache is still locked: a
 /// later run may rebuild the cache's kernels while this one boots them.
 pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result<Vec<Target>> {
-    let series = Series::load(&source.patches)?;
+    let series = source.series()?;
     let extra = ExtraConfig::load(&vm.extra_config)?;
     let mut specs: Vec<(usize, KernelSpec)> = Vec::new();
     let mut out: Vec<(usize, Target)> = Vec::new();
@@ -152,17 +157,19 @@ fn from_bundle(bundle: &Path, spec: KernelSpec) -> Result<Target> {
     })
 }
 
-/// A bzImage of the user's own, given by path, asserting `--claim`
-/// (patched when none is given).
+/// A bzImage of the user's own, given by path, held to its `--claim`
+/// (mainline when none is given: the lazy mapping merged).
 fn own_kernel(path: &str, vm: &BootConfig, series: &Series) -> Result<Target> {
     let p = own_kernel_path(path, series)?;
-    let claim = vm.claim.as_deref().unwrap_or(FIRST_VARIANT);
+    let name = p
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let claims = Claims::parse(vm.claim.as_deref())?;
+    let claim = claims.side_of(&[path, &name]).unwrap_or(OWN_KERNEL_SIDE);
     Ok(Target {
-        name: p
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned(),
+        name,
         bzimage: p.to_path_buf(),
         flavor: Flavor::from_name(claim),
         debug: vm.debug,

@@ -371,14 +371,14 @@ mod tests {
 
     #[test]
     fn per_page_kernels_fail_only_their_own_table_and_base_not_at_all() {
-        for kernel in [Kernel::Patched, Kernel::Direct] {
+        for kernel in [Kernel::Mainline, Kernel::Direct] {
             let m = after(kernel, ACROSS);
             let below = m.injected_outcomes(&"touch @500.0=r".parse().unwrap());
             assert!(below.is_empty(), "{kernel:?}: the region has its table");
             let above = m.injected_outcomes(&"touch @520.0=r".parse().unwrap());
             assert_eq!(above.iter().map(present).collect::<Vec<_>>(), [vec![40]]);
         }
-        let base = after(Kernel::Base, ACROSS);
+        let base = after(Kernel::Eager, ACROSS);
         assert!(base
             .injected_outcomes(&"touch @520.0=r".parse().unwrap())
             .is_empty());
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_populate_fails_at_its_first_page_only_and_takes_a_later_one_again() {
-        let m = after(Kernel::Patched, ACROSS);
+        let m = after(Kernel::Mainline, ACROSS);
         // Map page 32 (arena page 512) is the populate's third page: GUP
         // returns the two done, and madvise goes on from it.
         let later = m.injected_outcomes(&"madvise @510+4 populate_read".parse().unwrap());

@@ -626,7 +626,7 @@ mod tests {
 
     #[test]
     fn a_mapping_moved_over_its_own_maps_last_other_mapping_keeps_the_map() {
-        let mut m = Model::new(Kernel::Patched, 2, false);
+        let mut m = Model::new(Kernel::Mainline, 2, false);
         for op in ops("create m0 value=4096 entries=16\n\
              mmap @0+4 m0 pgoff=0 rw\n\
              mmap @10+4 m0 pgoff=4 rw\n\
@@ -652,7 +652,7 @@ mod tests {
             let mut m = Model::new(k, 1, false);
             ops(touch).iter().map(|op| m.apply(op)).last().unwrap()
         };
-        assert_eq!(last(Kernel::Base), Ret::Signal(libc::SIGBUS));
+        assert_eq!(last(Kernel::Eager), Ret::Signal(libc::SIGBUS));
         assert_eq!(last(Kernel::Adaptive), Ret::Value(0));
     }
 }
