@@ -1,5 +1,5 @@
 # Tests the lean kernels (ours onto allnoconfig, `--kernel-config lean`)
-# cannot pass, on base and on every variant alike, because the lean
+# cannot pass, on eager and on every variant alike, because the lean
 # configuration leaves an option out on purpose; on `--kernel-config bpf-ci`
 # they run. One test per line, then `#` and the error line measured here.
 # test_verifier results are named by their description and count for

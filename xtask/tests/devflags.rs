@@ -362,7 +362,7 @@ fn gdb_stops_in_the_fault_handler_with_a_backtrace_and_the_helpers() {
         "no backtrace through the fault path:\n{gdb}"
     );
     assert!(
-        gdb.contains("Linux version 6."),
+        gdb.contains("Linux version 7."),
         "lx-version (scripts/gdb) did not run:\n{gdb}"
     );
     assert_eq!(

@@ -737,12 +737,12 @@ fn two_runs_at_once_wait_for_each_other_and_both_succeed() {
 }
 
 /// A second patch with no mail header (so `git am` refuses it) that adds
-/// an unused variable (a new W=1 warning) to the first patch's function.
+/// an unused variable (a new W=1 warning) to array_map_mmap().
 const UNUSED_VARIABLE_PATCH: &str = "\
 diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
 --- a/kernel/bpf/arraymap.c
 +++ b/kernel/bpf/arraymap.c
-@@ -560,6 +560,7 @@
+@@ -609,6 +609,7 @@
  static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
  {
  \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
@@ -759,7 +759,7 @@ fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let first = "0001-bpf-Populate-mmap-able-array-map-memory-lazily.patch";
+    let first = "0002-bpf-Map-the-faulting-page-of-an-mmap-able-array-map-directly.patch";
     let good = fs::read_to_string(project.join("patches").join(first)).unwrap();
     // No Signed-off-by: checkpatch's error.
     let unsigned: String = good
@@ -768,8 +768,8 @@ fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
         .map(|l| format!("{l}\n"))
         .collect();
     fs::write(dir.join(first), unsigned).unwrap();
-    fs::write(dir.join("0002-unused.patch"), UNUSED_VARIABLE_PATCH).unwrap();
-    fs::write(dir.join("series"), format!("{first}\n0002-unused.patch\n")).unwrap();
+    fs::write(dir.join("0003-unused.patch"), UNUSED_VARIABLE_PATCH).unwrap();
+    fs::write(dir.join("series"), format!("{first}\n0003-unused.patch\n")).unwrap();
     let (code, text) = run(&["check-patches", "--patches", dir.to_str().unwrap()]);
     fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, TESTS_FAILED, "{text}");
@@ -1265,9 +1265,11 @@ fn a_full_cache_is_one_line_and_the_next_run_with_space_recovers() {
     let t = tempdir("fullcache");
     let cache = t.join("cache");
     fs::create_dir_all(&cache).unwrap();
-    let fs_ = Tmpfs::mount(&cache, "300m");
+    // Room for Debian's indexes, the package and its tarball (about 400
+    // MB at their peak), not for the source unpacked (1.8 GB), which
+    // fills it while it unpacks.
+    let fs_ = Tmpfs::mount(&cache, "900m");
     let dir = cache.to_str().unwrap();
-    // The source (1.6 GB unpacked) fills it while it unpacks.
     let (code, out) = run(&["build-kernel", "--kernel", "eager", "--cache-dir", dir]);
     assert_eq!(code, SETUP_FAILED, "{out}");
     let err = [the_error_line(&out)];

@@ -267,17 +267,24 @@ pub fn name_in(option: &str, symbols: &BTreeSet<String>) -> Option<String> {
 /// The fragments as this tree takes them: a fragment with a renamed
 /// option, or one of `NEWER_ONLY` the tree lacks, is rewritten into
 /// `dir` with the new name or without the line; the others are used as
-/// they are. An option of ours (every fragment but the tree's own
-/// selftests config) that the tree declares under no name is refused in
-/// one line.
+/// they are. An option of ours (a fragment of the project's kconfig/)
+/// that the tree declares under no name is refused in one line; one of
+/// the developer's `--config` or the tree's own selftests config is left
+/// to olddefconfig, whose check names what did not survive.
 pub fn adapt(tree: &Path, fragments: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
+    let ours = crate::project::root().join("kconfig");
+    adapt_with(tree, fragments, &ours, dir)
+}
+
+/// `adapt`, with the fragments below `ours` held strictly.
+fn adapt_with(tree: &Path, fragments: &[PathBuf], ours: &Path, dir: &Path) -> Result<Vec<PathBuf>> {
     let symbols = declared(tree)?;
     let mut out = Vec::new();
     for fragment in fragments {
         let text = fs::read_to_string(fragment)
             .with_context(|| format!("reading {}", fragment.display()))?;
-        let ours = !fragment.starts_with(tree);
-        let (adapted, changed) = adapt_text(&text, &symbols, ours).map_err(|option| {
+        let strict = fragment.starts_with(ours);
+        let (adapted, changed) = adapt_text(&text, &symbols, strict).map_err(|option| {
             anyhow::anyhow!(
                 "{}: CONFIG_{option} is no option of {} (its Kconfig declares it under no name); \
                  remove it, or add its new name to kernel::kconfig::RENAMED (or it to NEWER_ONLY)",
@@ -562,9 +569,12 @@ mod tests {
             "config PROC_FS\n\tbool\nmenuconfig SYSCTL\n\tbool \"x\"\n",
         )
         .unwrap();
-        let ours = t.join("qemu.config");
+        let kconfig = t.join("kconfig");
+        fs::create_dir_all(&kconfig).unwrap();
+        let adapt = |frags: &[PathBuf], dir: &Path| adapt_with(&tree, frags, &kconfig, dir);
+        let ours = kconfig.join("qemu.config");
         fs::write(&ours, "# why\nCONFIG_PROC_FS=y\nCONFIG_PROC_SYSCTL=y\n").unwrap();
-        let out = adapt(&tree, std::slice::from_ref(&ours), &t.join("frags")).unwrap();
+        let out = adapt(std::slice::from_ref(&ours), &t.join("frags")).unwrap();
         assert_eq!(out, [t.join("frags/qemu.config")]);
         assert_eq!(
             fs::read_to_string(&out[0]).unwrap(),
@@ -572,19 +582,16 @@ mod tests {
         );
         // A tree that still declares the old name keeps the fragment as is.
         fs::write(tree.join("Kconfig"), "config PROC_SYSCTL\n").unwrap();
-        let out = adapt(&tree, std::slice::from_ref(&ours), &t.join("frags2")).unwrap();
+        let out = adapt(std::slice::from_ref(&ours), &t.join("frags2")).unwrap();
         assert_eq!(out, std::slice::from_ref(&ours));
         // An option no name of which the tree declares is refused by name;
         // the tree's own fragments are taken as they are.
         fs::write(&ours, "CONFIG_PROC_FS=y\n# CONFIG_GONE is not set\n").unwrap();
-        let err = format!(
-            "{:#}",
-            adapt(&tree, std::slice::from_ref(&ours), &t).unwrap_err()
-        );
+        let err = format!("{:#}", adapt(std::slice::from_ref(&ours), &t).unwrap_err());
         assert!(err.contains("CONFIG_GONE is no option of"), "{err}");
         // An option only newer trees have is left out of an older one.
         fs::write(&ours, "CONFIG_PROC_FS=y\nCONFIG_NUMA_MIGRATION=y\n").unwrap();
-        let out = adapt(&tree, std::slice::from_ref(&ours), &t.join("frags3")).unwrap();
+        let out = adapt(std::slice::from_ref(&ours), &t.join("frags3")).unwrap();
         let text = fs::read_to_string(&out[0]).unwrap();
         assert!(
             text.starts_with("CONFIG_PROC_FS=y\n# left out: CONFIG_NUMA_MIGRATION"),
@@ -594,7 +601,11 @@ mod tests {
         assert!(err.contains("kernel::kconfig::RENAMED"), "{err}");
         let own = tree.join("config.vm");
         fs::write(&own, "CONFIG_GONE=y\n").unwrap();
-        assert_eq!(adapt(&tree, std::slice::from_ref(&own), &t).unwrap(), [own]);
+        assert_eq!(adapt(std::slice::from_ref(&own), &t).unwrap(), [own]);
+        // So is a developer's --config: olddefconfig's check names it.
+        let theirs = t.join("mine.config");
+        fs::write(&theirs, "CONFIG_GONE=y\n").unwrap();
+        assert_eq!(adapt(std::slice::from_ref(&theirs), &t).unwrap(), [theirs]);
         fs::remove_dir_all(t).unwrap();
     }
 
