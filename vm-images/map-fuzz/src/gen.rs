@@ -695,7 +695,7 @@ mod tests {
             for _ in 0..20_000 {
                 let op = gen.next(&model);
                 if let Op::FailAlloc { op: inner, .. } = &op {
-                    let outcomes = model.injected_outcomes(inner);
+                    let outcomes = model.path_outcomes(inner);
                     if model.clone().apply(&op) != crate::model::Ret::Skipped {
                         injected += 1;
                         reachable += usize::from(outcomes.iter().any(|o| o.present.is_some()));

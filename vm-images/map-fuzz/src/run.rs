@@ -272,8 +272,10 @@ impl Lockstep {
             let mut failed = self.model.clone();
             let exec = &self.exec;
             let observed = |v: &VmaModel| present_map_pages(exec, v);
-            if let Err(d) = failed.adopt_injected(&before, inner, &got.ret, observed) {
-                return Some(("fail_alloc".into(), disallowed(&got.ret, &d)));
+            match failed.adopt_injected(&before, inner, &got.ret, observed) {
+                Err(d) => return Some(("fail_alloc".into(), disallowed(&got.ret, &d))),
+                Ok(false) => *out.counts.entry(FIRED_OUTSIDE.into()).or_default() += 1,
+                Ok(true) => {}
             }
             if got.ret == Ret::Errno(libc::ENOMEM) && matches!(inner, Op::Mmap(_)) {
                 // Left unmapped: checked, then mapped again as the draw
@@ -400,6 +402,10 @@ fn without_skipped(op: &Op, want: Ret) -> (Op, Ret) {
         (op, want) => (op.clone(), want),
     }
 }
+
+/// The count of fired failures whose outcome was the operation's unfailed
+/// one: they fell outside its path, and tested none of it.
+pub const FIRED_OUTSIDE: &str = "fail_alloc fired outside the path";
 
 /// Every FULL_CHECK executed operations, and after the last, every byte
 /// and element is checked; in between, what the operation touched.
