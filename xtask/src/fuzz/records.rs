@@ -2,6 +2,7 @@
 //! writes them), read into one kernel's run: how far it got, the digests
 //! on the way, its divergence and its summary.
 
+use map_fuzz::run::FIRED_OUTSIDE;
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
@@ -92,10 +93,6 @@ pub fn read(payloads: &[String]) -> Result<KernelFuzz> {
     }
     Ok(k)
 }
-
-/// The guest's count of fired failures that fell outside the operation's
-/// path (its outcome the unfailed one): they test none of it.
-const FIRED_OUTSIDE: &str = "fail_alloc fired outside the path";
 
 impl KernelFuzz {
     /// What a run tried beyond plain operations, from its summary: the
