@@ -2,10 +2,10 @@
 //! writes them), read into one kernel's run: how far it got, the digests
 //! on the way, its divergence and its summary.
 
-use map_fuzz::run::FIRED_OUTSIDE;
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
+use map_fuzz::run::FIRED_OUTSIDE;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
