@@ -249,7 +249,8 @@ pub fn new_diagnostics(base: &str, patched: &str) -> Vec<String> {
 pub fn checked_build(tree: &Path, objects: &[String], jobs: usize) -> Result<String> {
     let build = tree.join("_build-check");
     let (base, fragments) = super::kconfig::plan(tree, super::KernelConfig::Lean, false)?;
-    let fragments = super::kconfig::adapt(tree, &fragments, &build.join("fragments"))?;
+    let fragments = super::kconfig::adapt(tree, &fragments, &build.join("fragments"))?.fragments;
+    // Lean: ours only, so nothing of the tree's own config to lose.
     super::kconfig::configure(tree, &build, base, &fragments, &build.join("config.log"))
         .context("configuring the check build")?;
     for o in objects {

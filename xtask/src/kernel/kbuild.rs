@@ -28,7 +28,7 @@ pub struct BuildRequest<'a> {
     pub build_dir: PathBuf,
     /// What the fragments are merged onto.
     pub base: kconfig::ConfigBase,
-    pub fragments: Vec<PathBuf>,
+    pub fragments: Vec<kconfig::Fragment>,
     /// Changes whenever the tree's content does.
     pub tree_key: String,
     pub ccache_dir: PathBuf,
@@ -40,13 +40,22 @@ pub struct Built {
     pub vmlinux: PathBuf,
     pub config: PathBuf,
     pub log: PathBuf,
+    /// What of the tree's own config this kernel does not have, one line
+    /// per option, naming it and its fragment (see `kconfig::Origin`).
+    pub config_not_taken: Vec<String>,
 }
 
 pub fn build(req: &BuildRequest) -> Result<Built> {
     fs::create_dir_all(&req.build_dir)
         .with_context(|| format!("creating {}", req.build_dir.display()))?;
     recover_interrupted(&req.build_dir)?;
-    let fragments = kconfig::adapt(req.tree, &req.fragments, &req.build_dir.join("fragments"))?;
+    let adapted = kconfig::adapt(req.tree, &req.fragments, &req.build_dir.join("fragments"))?;
+    let fragments = adapted.fragments;
+    let left_out: Vec<String> = adapted
+        .left_out
+        .iter()
+        .map(|l| format!("{l}: not an option of this tree"))
+        .collect();
     let frag_hash = kconfig::fragments_hash(&fragments)?;
     let config = req.build_dir.join(".config");
     let log = req.build_dir.join("build.log");
@@ -58,24 +67,7 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
         other => format!("{}\n", other.name()),
     };
     let config_key = format!("{base_key}{frag_hash}\n{}", tree_version(req.tree)?);
-    if read_stamp(&req.build_dir.join(CONFIGURED))? != config_key || !config.exists() {
-        let started = Instant::now();
-        crate::status!(
-            req.name,
-            "configuring ({} + {})",
-            req.base.name(),
-            names(&fragments)
-        );
-        kconfig::configure(
-            req.tree,
-            &req.build_dir,
-            req.base,
-            &fragments,
-            &req.build_dir.join("config.log"),
-        )?;
-        write_atomic(&req.build_dir.join(CONFIGURED), config_key.as_bytes())?;
-        crate::status!(req.name, "configured in {:.1?}", started.elapsed());
-    }
+    configure_if_changed(req, &fragments, &config_key, &left_out)?;
     let cc = if on_path("ccache") {
         "ccache gcc"
     } else {
@@ -88,14 +80,17 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     );
     let bzimage = req.build_dir.join("arch/x86/boot/bzImage");
     let vmlinux = req.build_dir.join("vmlinux");
-    let built = Built {
+    let mut built = Built {
         bzimage: bzimage.clone(),
         vmlinux: vmlinux.clone(),
         config,
         log: log.clone(),
+        config_not_taken: left_out,
     };
     if read_stamp(&req.build_dir.join(BUILT))? == stamp && bzimage.exists() && vmlinux.exists() {
         crate::status!(req.name, "up to date: {}", bzimage.display());
+        let lost = kconfig::check_survived(req.tree, &fragments, &built.config)?;
+        built.config_not_taken.extend(not_survived(lost));
         return Ok(built);
     }
     let _ = fs::remove_file(req.build_dir.join(BUILT));
@@ -107,20 +102,57 @@ pub fn build(req: &BuildRequest) -> Result<Built> {
     marker.end()?;
     made?;
     // syncconfig may have dropped options make saw differently.
-    kconfig::check_survived(req.tree, &fragments, &built.config)?;
+    let lost = kconfig::check_survived(req.tree, &fragments, &built.config)?;
+    built.config_not_taken.extend(not_survived(lost));
     write_atomic(&req.build_dir.join(BUILT), stamp.as_bytes())?;
     Ok(built)
 }
 
-fn names(paths: &[PathBuf]) -> String {
-    paths
+/// Writes the .config unless the one there was made from `config_key`.
+fn configure_if_changed(
+    req: &BuildRequest,
+    fragments: &[kconfig::Fragment],
+    config_key: &str,
+    left_out: &[String],
+) -> Result<()> {
+    let stamp = req.build_dir.join(CONFIGURED);
+    if read_stamp(&stamp)? == config_key && req.build_dir.join(".config").exists() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    crate::status!(
+        req.name,
+        "configuring ({} + {})",
+        req.base.name(),
+        names(fragments)
+    );
+    let lost = kconfig::configure(
+        req.tree,
+        &req.build_dir,
+        req.base,
+        fragments,
+        &req.build_dir.join("config.log"),
+    )?;
+    // As BPF CI's merge_config.sh warns of them: named, not refused.
+    for line in left_out.iter().chain(&not_survived(lost)) {
+        crate::status!(req.name, "the tree's own config: {line}");
+    }
+    write_atomic(&stamp, config_key.as_bytes())?;
+    crate::status!(req.name, "configured in {:.1?}", started.elapsed());
+    Ok(())
+}
+
+/// `check_survived`'s report, each line saying what happened.
+fn not_survived(lost: Vec<String>) -> Vec<String> {
+    lost.into_iter()
+        .map(|l| format!("{l}: did not survive olddefconfig"))
+        .collect()
+}
+
+fn names(fragments: &[kconfig::Fragment]) -> String {
+    fragments
         .iter()
-        .map(|p| {
-            p.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(kconfig::Fragment::name)
         .collect::<Vec<_>>()
         .join(" + ")
 }

@@ -45,6 +45,10 @@ pub struct KernelInfo {
     /// Every patch the kernel's tree was given, a Debian baseline's first;
     /// none for the base kernel of a tree of the developer's.
     pub patches: Vec<PatchInfo>,
+    /// What of the tree's own BPF selftests config (bpf-ci) the kernel
+    /// does not have: `CONFIG_X=v from FRAGMENT: why`, one per option.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_not_taken: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -78,6 +82,7 @@ mod tests {
                     name: "0001-x.patch".into(),
                     sha256: "ab".into(),
                 }],
+                config_not_taken: vec![],
             }],
         };
         let v: serde_json::Value = serde_json::to_value(&m).unwrap();
@@ -88,7 +93,15 @@ mod tests {
         assert_eq!(k["patches"][0]["name"], "0001-x.patch");
         assert_eq!(k["patches"][0]["sha256"], "ab");
         assert_eq!(v["source"]["kind"], "tarball");
+        assert!(k["config_not_taken"].is_null(), "only when there is any");
         let back: Manifest = serde_json::from_value(v).unwrap();
         assert_eq!(back.kernels[0].version, "6.12.117");
+        let mut m = back;
+        m.kernels[0].config_not_taken = vec!["CONFIG_X=y from config.x86_64: why".into()];
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v["kernels"][0]["config_not_taken"][0],
+            "CONFIG_X=y from config.x86_64: why"
+        );
     }
 }

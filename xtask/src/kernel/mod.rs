@@ -705,7 +705,12 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
     let seeded = seed::from_plain(spec, &tree.path, &build_dir)?;
     let (base, mut fragments) = kconfig::plan(&tree.path, spec.config, spec.debug)?;
     // The developer's, after ours: a later fragment wins.
-    fragments.extend(spec.extra.fragments().iter().cloned());
+    fragments.extend(
+        spec.extra
+            .fragments()
+            .iter()
+            .map(|p| kconfig::Fragment::new(p.clone(), kconfig::Origin::Developer)),
+    );
     let built = kbuild::build(&BuildRequest {
         name: &name,
         tree: &tree.path,
@@ -734,6 +739,7 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
         config: built.config,
         build_log: built.log,
         patches: tree.patches,
+        config_not_taken: built.config_not_taken,
     })
 }
 
