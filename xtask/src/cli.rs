@@ -186,8 +186,9 @@ pub struct AccelArg {
 pub struct TimeoutArg {
     /// Kill the guest after this many seconds (default: vmtest 900 under
     /// TCG, 600 under KVM; a host command, as run and kselftest boot, 900,
-    /// and no limit for run --shell; kselftest --all 4 hours; 3x each for
-    /// debug kernels); the results that arrived are kept.
+    /// and no limit for run --shell; kselftest --all 4 hours, on
+    /// --kernel-config bpf-ci 2 hours; 3x each for debug kernels); the
+    /// results that arrived are kept.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
 }

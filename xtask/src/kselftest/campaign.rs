@@ -75,8 +75,9 @@ pub fn run(
     let choice = &options.choice;
     // Every test_progs test of the default set must be built.
     let progs_plan = lists.plan(choice, Runner::TestProgs);
-    if choice.all && boot.timeout.is_none() {
-        boot.timeout = Some(super::ALL_TIMEOUT_SECS * session::slowdown(boot.debug));
+    if boot.timeout.is_none() {
+        boot.timeout = super::default_timeout(choice.all, boot.config)
+            .map(|secs| secs * session::slowdown(boot.debug));
     }
     let Prepared { targets, session } = session::prepare(
         source,

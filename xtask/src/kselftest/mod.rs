@@ -41,6 +41,25 @@ use crate::vm::targets::Target;
 /// default set needs minutes, every test far more.
 pub const ALL_TIMEOUT_SECS: u64 = 4 * 3600;
 
+/// The guest's limit on a kernel of BPF CI's config under TCG (3x on
+/// debug kernels). That config has lockdep (PROVE_LOCKING,
+/// DEBUG_ATOMIC_SLEEP), and test_maps, which always runs whole, took
+/// 2579 s on eager-bpfci of 7.3 here, two guests side by side (a lean
+/// boot's 900 s limit killed it): 2 hours leaves room for the slowest
+/// machine, 1.7x slower.
+pub const BPF_CI_TIMEOUT_SECS: u64 = 2 * 3600;
+
+/// The guest's limit when `--timeout` gives none, before the debug
+/// kernels' slowdown: `--all`'s, then BPF CI's config's, else the
+/// boot's own default (None).
+pub fn default_timeout(all: bool, config: KernelConfig) -> Option<u64> {
+    match (all, config) {
+        (true, _) => Some(ALL_TIMEOUT_SECS),
+        (false, KernelConfig::BpfCi) => Some(BPF_CI_TIMEOUT_SECS),
+        (false, KernelConfig::Lean) => None,
+    }
+}
+
 /// The result that stands for the kernel's console: no splat.
 pub const CONSOLE_CHECK: &str = "kernel_console_clean";
 
@@ -395,6 +414,23 @@ pub fn kernel_run(session: &Session, target: &Target, runs: Vec<RunnerRun>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bpf_cis_config_and_all_outlast_a_lean_boots_limit() {
+        assert_eq!(default_timeout(false, KernelConfig::Lean), None);
+        assert_eq!(
+            default_timeout(false, KernelConfig::BpfCi),
+            Some(BPF_CI_TIMEOUT_SECS)
+        );
+        assert_eq!(
+            default_timeout(true, KernelConfig::BpfCi),
+            Some(ALL_TIMEOUT_SECS)
+        );
+        assert_eq!(
+            default_timeout(true, KernelConfig::Lean),
+            Some(ALL_TIMEOUT_SECS)
+        );
+    }
 
     fn series(patch_files: &[&str], variants: &[(&str, usize)]) -> Series {
         Series {
