@@ -238,8 +238,13 @@ fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
 
 /// Gives each file of `touched` in `tree` the mtime of the same file in
 /// `from` when their contents are the same, and the time now when they
-/// differ; returns those that differ. Only the tree's own copies are
-/// touched: a hard link would carry the mtime to the pristine source.
+/// differ; returns those that differ. Whether a file differs is read
+/// from its bytes whatever its links: a patched file can be linked from
+/// a tree made from this one (the BPF selftests' tree is), and taken
+/// for the same it kept an mtime older than `from`'s objects, so make
+/// rebuilt nothing. A file shared by links keeps its mtime when the
+/// same (another name of it may be the pristine source's); one that
+/// differs gets a copy of its own before its new mtime.
 fn align_mtimes(from: &Path, tree: &Path, touched: &[String]) -> Result<Vec<String>> {
     let now = SystemTime::now();
     let mut newer = Vec::new();
@@ -248,24 +253,34 @@ fn align_mtimes(from: &Path, tree: &Path, touched: &[String]) -> Result<Vec<Stri
         let Some(meta) = crate::util::gone_is_none(fs::metadata(&path))? else {
             continue;
         };
-        if meta.nlink() > 1 {
-            continue;
-        }
         let other = from.join(file);
         let read = |p: &Path| fs::read(p).with_context(|| format!("reading {}", p.display()));
-        let same = match crate::util::gone_is_none(fs::read(&other))? {
-            Some(body) => read(&path)? == body,
-            None => false,
-        };
-        let mtime = if same {
-            fs::metadata(&other)?.modified()?
-        } else {
-            newer.push(file.clone());
-            now
-        };
-        set_mtime(&path, mtime)?;
+        let body = read(&path)?;
+        let same = crate::util::gone_is_none(fs::read(&other))? == Some(body.clone());
+        let shared = meta.nlink() > 1;
+        if same {
+            if !shared {
+                set_mtime(&path, fs::metadata(&other)?.modified()?)?;
+            }
+            continue;
+        }
+        if shared {
+            unshare(&path, &body)?;
+        }
+        set_mtime(&path, now)?;
+        newer.push(file.clone());
     }
     Ok(newer)
+}
+
+/// Replaces `path`, a name of a file with other links, by a copy of its
+/// own holding `body`.
+fn unshare(path: &Path, body: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("unshare");
+    fs::write(&tmp, body).with_context(|| format!("writing {}", tmp.display()))?;
+    let mode = fs::metadata(path)?.permissions();
+    fs::set_permissions(&tmp, mode)?;
+    fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))
 }
 
 /// Copies the build directory `from` to `to`, through a temporary name
@@ -426,9 +441,20 @@ mod tests {
         write(&tree, "kernel/bpf/arena.c", "only here");
         // A link to the pristine source: never given an mtime.
         write(&t, "pristine/kernel/bpf/core.c", "pristine");
+        write(&from, "kernel/bpf/core.c", "pristine");
         fs::hard_link(
             t.join("pristine/kernel/bpf/core.c"),
             tree.join("kernel/bpf/core.c"),
+        )
+        .unwrap();
+        // A patched file another tree links to (the selftests' tree is
+        // made from mainline's): it differs, so it is rebuilt, and only
+        // this tree's copy takes the new mtime.
+        write(&from, "kernel/bpf/syscall.c", "eager");
+        write(&tree, "kernel/bpf/syscall.c", "the seed");
+        fs::hard_link(
+            tree.join("kernel/bpf/syscall.c"),
+            t.join("selftests-tree-syscall.c"),
         )
         .unwrap();
         let later = SystemTime::now() - std::time::Duration::from_secs(60);
@@ -439,11 +465,19 @@ mod tests {
             "kernel/bpf/arraymap.c",
             "kernel/bpf/core.c",
             "kernel/bpf/gone.c",
+            "kernel/bpf/syscall.c",
         ]
         .map(String::from)
         .to_vec();
         let newer = align_mtimes(&from, &tree, &touched).unwrap();
-        assert_eq!(newer, ["kernel/bpf/arena.c", "kernel/bpf/arraymap.c"]);
+        assert_eq!(
+            newer,
+            [
+                "kernel/bpf/arena.c",
+                "kernel/bpf/arraymap.c",
+                "kernel/bpf/syscall.c"
+            ]
+        );
         let mtime = |f: &str| fs::metadata(tree.join(f)).unwrap().modified().unwrap();
         assert_eq!(
             mtime("include/linux/bpf.h"),
@@ -453,6 +487,16 @@ mod tests {
         assert!(mtime("kernel/bpf/arraymap.c") > later, "differs: now");
         assert!(mtime("kernel/bpf/arena.c") > later, "new: now");
         assert_eq!(mtime("kernel/bpf/core.c"), old, "a link: left alone");
+        assert!(
+            mtime("kernel/bpf/syscall.c") > later,
+            "linked, differs: now"
+        );
+        let other_name = fs::metadata(t.join("selftests-tree-syscall.c")).unwrap();
+        assert_eq!(other_name.modified().unwrap(), old, "the other tree's");
+        assert_eq!(
+            fs::read_to_string(tree.join("kernel/bpf/syscall.c")).unwrap(),
+            "the seed"
+        );
         fs::remove_dir_all(t).unwrap();
     }
 }
