@@ -256,7 +256,7 @@ fn align_mtimes(from: &Path, tree: &Path, touched: &[String]) -> Result<Vec<Stri
         let other = from.join(file);
         let read = |p: &Path| fs::read(p).with_context(|| format!("reading {}", p.display()));
         let body = read(&path)?;
-        let same = crate::util::gone_is_none(fs::read(&other))? == Some(body.clone());
+        let same = crate::util::gone_is_none(fs::read(&other))?.as_deref() == Some(&body[..]);
         let shared = meta.nlink() > 1;
         if same {
             if !shared {
