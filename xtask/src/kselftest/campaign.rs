@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use super::guest;
+use super::held::Held;
 use super::leftout::LeftOut;
 use super::llvm::Llvm;
 use super::runner::Runner;
@@ -134,15 +135,6 @@ pub fn run(
         held,
         left_out,
     }))
-}
-
-/// What the run holds its tests to: the default set and `-t`'s tests
-/// must pass on every kernel, but where `--new-on` says a kernel lacks
-/// what the named tests test (`lacking`, per kernel).
-pub struct Held {
-    pub any: bool,
-    pub new: Vec<String>,
-    pub lacking: Vec<bool>,
 }
 
 /// Per kernel, whether it lacks `--new-on VARIANT`'s patches: base, and

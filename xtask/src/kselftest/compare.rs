@@ -5,7 +5,6 @@
 
 use std::fmt::Write as _;
 
-use super::parse::is_test_or_subtest;
 use crate::report::protocol::Status;
 use crate::report::KernelRun;
 
@@ -35,13 +34,13 @@ impl Findings {
     }
 }
 
-fn bad(s: Status) -> bool {
+pub(super) fn bad(s: Status) -> bool {
     matches!(s, Status::Fail | Status::Crashed | Status::NotRun)
 }
 
 /// Every test name, in first-seen order, with its status per side (`None`:
 /// the kernel did not report it).
-fn rows(sides: &[Side]) -> Vec<(String, Vec<Option<Status>>)> {
+pub(super) fn rows(sides: &[Side]) -> Vec<(String, Vec<Option<Status>>)> {
     let mut order: Vec<&str> = Vec::new();
     for side in sides {
         for r in &side.run.results {
@@ -62,7 +61,7 @@ fn rows(sides: &[Side]) -> Vec<(String, Vec<Option<Status>>)> {
 /// A test's status on one kernel. One kernel may report a test as its
 /// subtests and another as a whole (skipped before its subtests ran): a
 /// subtest takes its test's status, a test the worst of its subtests'.
-fn status_of(run: &KernelRun, name: &str) -> Option<Status> {
+pub(super) fn status_of(run: &KernelRun, name: &str) -> Option<Status> {
     if let Some(r) = run.results.iter().find(|r| r.name == name) {
         return Some(r.status);
     }
@@ -109,65 +108,7 @@ pub fn findings(sides: &[Side]) -> Findings {
     f
 }
 
-/// What a held set (the default set, or the tests `-t` names) may not
-/// do, one line each: fail on a kernel, or skip on a variant where a base
-/// kernel ran it. `new`: tests (`-t` names) new in the series, so they
-/// must not pass on the kernels `lacking` marks (base, and the variants
-/// before `--new-on`'s); there they are held to that instead.
-pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
-    let is_new = |name: &str| {
-        let test = name.split_once(':').map_or(name, |(_, t)| t);
-        new.iter().any(|t| is_test_or_subtest(test, t))
-    };
-    let mut out = Vec::new();
-    for (name, row) in rows(sides) {
-        let status = |i: usize| row[i].unwrap_or(Status::NotRun);
-        let ran_it: Vec<&str> = (0..sides.len())
-            .filter(|&i| !sides[i].patched && status(i) == Status::Pass)
-            .map(|i| sides[i].run.kernel.as_str())
-            .collect();
-        for (i, side) in sides.iter().enumerate() {
-            let kernel = &side.run.kernel;
-            if lacking[i] && is_new(&name) {
-                continue;
-            }
-            if bad(status(i)) {
-                out.push(format!("{name} is {} on {kernel}", word(Some(status(i)))));
-            } else if status(i) == Status::Skip && side.patched && !ran_it.is_empty() {
-                let base = ran_it.join(" and ");
-                out.push(format!("{name} skips on {kernel}, where {base} runs it"));
-            }
-        }
-    }
-    // A new test, as a whole, must not pass where its feature is missing.
-    for (side, _) in sides.iter().zip(lacking).filter(|(_, l)| **l) {
-        for t in new {
-            let mut runners: Vec<&str> = Vec::new();
-            for r in &side.run.results {
-                match r.name.split_once(':') {
-                    Some((runner, test))
-                        if is_test_or_subtest(test, t) && !runners.contains(&runner) =>
-                    {
-                        runners.push(runner)
-                    }
-                    _ => {}
-                }
-            }
-            for runner in runners {
-                let whole = format!("{runner}:{t}");
-                if status_of(side.run, &whole) == Some(Status::Pass) {
-                    out.push(format!(
-                        "{whole} passes on {}: --new-on says that kernel lacks what it tests",
-                        side.run.kernel
-                    ));
-                }
-            }
-        }
-    }
-    out
-}
-
-fn word(s: Option<Status>) -> &'static str {
+pub(super) fn word(s: Option<Status>) -> &'static str {
     match s {
         Some(Status::Pass) => "ok",
         Some(Status::Fail) => "FAIL",
@@ -417,79 +358,5 @@ mod tests {
         }]);
         assert!(!f.fails());
         assert!(verdict(&f)[0].starts_with("no regression"));
-    }
-
-    #[test]
-    fn a_held_test_fails_anywhere_and_skips_on_no_variant_base_runs() {
-        use Status::*;
-        let base = run(
-            "base",
-            &[
-                ("tp:a", Fail),
-                ("tp:b", Pass),
-                ("tp:c", Skip),
-                ("tp:d", Pass),
-            ],
-        );
-        let patched = run(
-            "patched",
-            &[
-                ("tp:a", Fail),
-                ("tp:b", Skip),
-                ("tp:c", Skip),
-                ("tp:d", Pass),
-            ],
-        );
-        let sides = pair(&base, &patched);
-        let none = [false, false];
-        assert_eq!(
-            held(&sides, &[], &none),
-            [
-                "tp:a is FAIL on base",
-                "tp:a is FAIL on patched",
-                "tp:b skips on patched, where base runs it"
-            ]
-        );
-        let clean = run("base", &[("tp:d", Pass)]);
-        assert!(held(&pair(&clean, &clean), &[], &none).is_empty());
-    }
-
-    #[test]
-    fn a_new_test_must_not_pass_where_its_feature_is_missing() {
-        use Status::*;
-        let new = ["feat".to_string()];
-        let lacking = [true, false];
-        // Fails on base, passes on the variant: what --new-on says.
-        let base = run(
-            "base",
-            &[("tp:feat/x", Fail), ("tp:feat/y", Pass), ("tp:old", Pass)],
-        );
-        let patched = run(
-            "patched",
-            &[("tp:feat/x", Pass), ("tp:feat/y", Pass), ("tp:old", Pass)],
-        );
-        assert!(held(&pair(&base, &patched), &new, &lacking).is_empty());
-        // Passing on base too: it does not test what the variant adds.
-        let base_ok = run("base", &[("tp:feat/x", Pass), ("tp:old", Pass)]);
-        let patched_ok = run("patched", &[("tp:feat/x", Pass), ("tp:old", Pass)]);
-        assert_eq!(
-            held(&pair(&base_ok, &patched_ok), &new, &lacking),
-            ["tp:feat passes on base: --new-on says that kernel lacks what it tests"]
-        );
-        // Failing on the variant as on base: held as any test.
-        let patched_bad = run(
-            "patched",
-            &[("tp:feat/x", Fail), ("tp:feat/y", Pass), ("tp:old", Pass)],
-        );
-        assert_eq!(
-            held(&pair(&base, &patched_bad), &new, &lacking),
-            ["tp:feat/x is FAIL on patched"]
-        );
-        // A test that is not new still holds on base.
-        let base_old_bad = run("base", &[("tp:feat/x", Fail), ("tp:old", Fail)]);
-        assert_eq!(
-            held(&pair(&base_old_bad, &patched), &new, &lacking),
-            ["tp:old is FAIL on base"]
-        );
     }
 }

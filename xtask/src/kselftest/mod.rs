@@ -3,7 +3,8 @@
 //! base against patched (`compare.rs`). A test that fails only on a
 //! patched kernel is a regression; one that fails on base too is listed,
 //! not held against the series. `campaign` runs the suite on a run's
-//! kernels (`selection` chooses the tests), `verdict` concludes; `llvm`
+//! kernels (`selection` chooses the tests), `held` says what the tests
+//! held to pass broke, `verdict` concludes; `llvm`
 //! chooses the compiler that builds it, and `seed` starts a first build
 //! for a new source from another's.
 
@@ -11,6 +12,7 @@ pub mod build;
 pub mod campaign;
 pub mod compare;
 pub mod guest;
+pub mod held;
 pub mod leftout;
 pub mod lists;
 pub mod llvm;

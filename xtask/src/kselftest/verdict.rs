@@ -9,6 +9,7 @@ use anyhow::Result;
 
 use super::campaign::Ran;
 use super::compare::{self, Side};
+use super::held;
 use crate::report::protocol::Status;
 use crate::report::{self, Counts, KernelRun};
 
@@ -40,7 +41,7 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
     let findings = compare::findings(&sides);
     let mut verdict = compare::verdict(&findings);
     let broken = if held.any {
-        compare::held(&sides, &held.new, &held.lacking)
+        held::held(&sides, &held.new, &held.lacking)
     } else {
         Vec::new()
     };
