@@ -606,7 +606,8 @@ pub struct KselftestArgs {
     #[command(flatten)]
     pub share: ShareArg,
     /// Run the tests whose names contain NAME (test_progs's -t; repeated
-    /// or comma-separated) instead of kselftest/ALLOWLIST.
+    /// or comma-separated) instead of kselftest/ALLOWLIST. Each must pass
+    /// on every kernel: a skip fails as a failure does.
     #[arg(short = 't', long = "test", value_name = "NAME", value_delimiter = ',')]
     pub tests: Vec<String>,
     /// Run every test test_progs has (kselftest/DENYLIST still applies).
@@ -614,7 +615,8 @@ pub struct KselftestArgs {
     pub all: bool,
     /// The variant -t's tests are new in: they must not pass on base and
     /// the variants before it (their feature is missing there), and must
-    /// pass from it on. Without it, -t's tests must pass on every kernel.
+    /// pass, not skip, from it on. Without it, -t's tests must pass on
+    /// every kernel.
     #[arg(long, value_name = "VARIANT", requires = "tests")]
     pub new_on: Option<String>,
     /// The runners, comma-separated (default: all five, as BPF CI runs

@@ -121,6 +121,7 @@ pub fn run(
     )?;
     let held = Held {
         any: choice.default_set() || !choice.tests.is_empty(),
+        named: !choice.tests.is_empty(),
         new: if options.new_on.is_some() {
             choice.tests.clone()
         } else {

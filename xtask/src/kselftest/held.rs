@@ -1,54 +1,108 @@
-//! What a run holds its tests to beyond base against patched: the
-//! default set, or the tests `-t` names, must pass on every kernel, but
-//! where `--new-on` says a kernel lacks what the named tests test. One
-//! line per broken rule, naming the test and the kernel.
+//! What a run holds its tests to beyond base against patched, one line
+//! per broken rule, naming the test and the kernel. The default set must
+//! pass on every kernel, and may skip only where base skips too (a
+//! kernel's configuration can lack what a test needs, and then lacks it
+//! on base as well). A test `-t` names must pass on every kernel, base
+//! included: a skip there tested nothing the developer asked for. A test
+//! `--new-on VARIANT` names must pass, not skip, on VARIANT and every
+//! variant after it, and must not pass before it, where what it tests is
+//! missing (a skip or a failure there is what it should do).
 
 use super::compare::{bad, rows, status_of, word, Side};
 use super::parse::is_test_or_subtest;
+use super::runner::split_result_name;
 use crate::report::protocol::Status;
 
-/// What the run holds its tests to: the default set and `-t`'s tests
-/// must pass on every kernel, but where `--new-on` says a kernel lacks
-/// what the named tests test (`lacking`, per kernel).
+/// What the run holds its tests to: whether anything is held (not with
+/// `--all`), whether the tests were named with `-t`, the `-t` names
+/// `--new-on` says are new, and per kernel whether it lacks their
+/// variant (base, and the variants before it).
 pub struct Held {
     pub any: bool,
+    pub named: bool,
     pub new: Vec<String>,
     pub lacking: Vec<bool>,
 }
 
-/// What a held set (the default set, or the tests `-t` names) may not
-/// do, one line each: fail on a kernel, or skip on a variant where a base
-/// kernel ran it. `new`: tests (`-t` names) new in the series, so they
-/// must not pass on the kernels `lacking` marks (base, and the variants
-/// before `--new-on`'s); there they are held to that instead.
-pub fn held(sides: &[Side], new: &[String], lacking: &[bool]) -> Vec<String> {
-    let is_new = |name: &str| {
+/// Which rule holds one result row.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rule {
+    /// The default set's: no failure, no skip on a variant where base
+    /// passes it.
+    DefaultSet,
+    /// `-t`'s: no failure and no skip, on any kernel.
+    Named,
+    /// `--new-on`'s: `Named` from its variant on, nothing before it (where
+    /// `passes_where_lacking` holds it instead).
+    New,
+}
+
+impl Held {
+    /// The rule of the row `name` (`runner:test`): `-t` selects only in
+    /// test_progs's flavors, so test_maps's and test_verifier's whole
+    /// sets, run beside it with `--runner`, keep the default set's rule.
+    fn rule(&self, name: &str) -> Rule {
         let test = name.split_once(':').map_or(name, |(_, t)| t);
-        new.iter().any(|t| is_test_or_subtest(test, t))
-    };
+        if self.new.iter().any(|t| is_test_or_subtest(test, t)) {
+            return Rule::New;
+        }
+        let selected_by_name = split_result_name(name).is_some_and(|(r, _)| r.is_test_progs());
+        if self.named && selected_by_name {
+            Rule::Named
+        } else {
+            Rule::DefaultSet
+        }
+    }
+}
+
+/// Every rule of `held` a row broke, one line each (see the module's
+/// opener).
+pub fn held(sides: &[Side], held: &Held) -> Vec<String> {
     let mut out = Vec::new();
     for (name, row) in rows(sides) {
         let status = |i: usize| row[i].unwrap_or(Status::NotRun);
-        let ran_it: Vec<&str> = (0..sides.len())
+        let base_ran: Vec<&str> = (0..sides.len())
             .filter(|&i| !sides[i].patched && status(i) == Status::Pass)
             .map(|i| sides[i].run.kernel.as_str())
             .collect();
+        let rule = held.rule(&name);
         for (i, side) in sides.iter().enumerate() {
-            let kernel = &side.run.kernel;
-            if lacking[i] && is_new(&name) {
+            if rule == Rule::New && held.lacking[i] {
                 continue;
             }
+            let kernel = &side.run.kernel;
             if bad(status(i)) {
                 out.push(format!("{name} is {} on {kernel}", word(Some(status(i)))));
-            } else if status(i) == Status::Skip && side.patched && !ran_it.is_empty() {
-                let base = ran_it.join(" and ");
-                out.push(format!("{name} skips on {kernel}, where {base} runs it"));
+            } else if status(i) == Status::Skip {
+                let base = (side.patched && !base_ran.is_empty()).then(|| base_ran.join(" and "));
+                out.extend(skip_broke(&name, kernel, rule, base));
             }
         }
     }
-    // A new test, as a whole, must not pass where its feature is missing.
-    for (side, _) in sides.iter().zip(lacking).filter(|(_, l)| **l) {
-        for t in new {
+    out.extend(passes_where_lacking(sides, held));
+    out
+}
+
+/// The line for a skip of `name` on `kernel` that `rule` does not allow;
+/// `base`: the base kernels that passed it, when `kernel` is a variant.
+fn skip_broke(name: &str, kernel: &str, rule: Rule, base: Option<String>) -> Option<String> {
+    match (rule, base) {
+        (Rule::New, _) => Some(format!(
+            "{name} skips on {kernel}: --new-on holds it to pass from its variant on"
+        )),
+        (_, Some(base)) => Some(format!("{name} skips on {kernel}, where {base} runs it")),
+        (Rule::Named, None) => Some(format!(
+            "{name} skips on {kernel}: -t names it, so it must run and pass there"
+        )),
+        (Rule::DefaultSet, None) => None,
+    }
+}
+
+/// A new test, as a whole, must not pass where its feature is missing.
+fn passes_where_lacking(sides: &[Side], held: &Held) -> Vec<String> {
+    let mut out = Vec::new();
+    for (side, _) in sides.iter().zip(&held.lacking).filter(|(_, l)| **l) {
+        for t in &held.new {
             let mut runners: Vec<&str> = Vec::new();
             for r in &side.run.results {
                 match r.name.split_once(':') {
@@ -106,77 +160,166 @@ mod tests {
         }
     }
 
+    /// The default set (`named` false) or `-t`'s tests, `new` of them
+    /// new on the first kernel `lacking` marks false.
+    fn holding(named: bool, new: &[&str], lacking: &[bool]) -> Held {
+        Held {
+            any: true,
+            named,
+            new: new.iter().map(|t| t.to_string()).collect(),
+            lacking: lacking.to_vec(),
+        }
+    }
+
     #[test]
     fn a_held_test_fails_anywhere_and_skips_on_no_variant_base_runs() {
         use Status::*;
         let base = run(
             "base",
             &[
-                ("tp:a", Fail),
-                ("tp:b", Pass),
-                ("tp:c", Skip),
-                ("tp:d", Pass),
+                ("test_progs:a", Fail),
+                ("test_progs:b", Pass),
+                ("test_progs:c", Skip),
+                ("test_progs:d", Pass),
             ],
         );
         let patched = run(
             "patched",
             &[
-                ("tp:a", Fail),
-                ("tp:b", Skip),
-                ("tp:c", Skip),
-                ("tp:d", Pass),
+                ("test_progs:a", Fail),
+                ("test_progs:b", Skip),
+                ("test_progs:c", Skip),
+                ("test_progs:d", Pass),
             ],
         );
         let sides = pair(&base, &patched);
-        let none = [false, false];
+        let default_set = holding(false, &[], &[false, false]);
         assert_eq!(
-            held(&sides, &[], &none),
+            held(&sides, &default_set),
             [
-                "tp:a is FAIL on base",
-                "tp:a is FAIL on patched",
-                "tp:b skips on patched, where base runs it"
+                "test_progs:a is FAIL on base",
+                "test_progs:a is FAIL on patched",
+                "test_progs:b skips on patched, where base runs it"
             ]
         );
-        let clean = run("base", &[("tp:d", Pass)]);
-        assert!(held(&pair(&clean, &clean), &[], &none).is_empty());
+        let clean = run("base", &[("test_progs:d", Pass)]);
+        assert!(held(&pair(&clean, &clean), &default_set).is_empty());
+    }
+
+    #[test]
+    fn a_named_test_that_skips_fails_on_every_kernel_base_included() {
+        use Status::*;
+        let rows = [
+            ("test_progs:mine", Skip),
+            ("test_progs-cpuv4:mine/sub", Pass),
+            ("test_maps:beside", Skip),
+        ];
+        let base = run("base", &rows);
+        let mut patched = run("patched", &rows);
+        patched.results[1].status = Skip;
+        let sides = pair(&base, &patched);
+        assert_eq!(
+            held(&sides, &holding(true, &[], &[false, false])),
+            [
+                "test_progs:mine skips on base: -t names it, so it must run and pass there",
+                "test_progs:mine skips on patched: -t names it, so it must run and pass there",
+                "test_progs-cpuv4:mine/sub skips on patched, where base runs it",
+            ]
+        );
+        // The default set may skip where base skips too; test_maps's set,
+        // run beside -t's tests, is held as the default set is.
+        assert_eq!(
+            held(&sides, &holding(false, &[], &[false, false])),
+            ["test_progs-cpuv4:mine/sub skips on patched, where base runs it"]
+        );
+    }
+
+    #[test]
+    fn a_new_test_must_pass_not_skip_from_its_variant_on() {
+        use Status::*;
+        // Fails on base, then skips on its variant and the one after
+        // (test__skip() after a failed probe of the feature).
+        let base = run("base", &[("test_progs:feat", Fail)]);
+        let first = run("first", &[("test_progs:feat", Skip)]);
+        let later = run("later", &[("test_progs:feat", Skip)]);
+        let variant = |run| Side { run, patched: true };
+        let sides = [
+            Side {
+                run: &base,
+                patched: false,
+            },
+            variant(&first),
+            variant(&later),
+        ];
+        assert_eq!(
+            held(&sides, &holding(true, &["feat"], &[true, false, false])),
+            [
+                "test_progs:feat skips on first: --new-on holds it to pass from its variant on",
+                "test_progs:feat skips on later: --new-on holds it to pass from its variant on",
+            ]
+        );
+        // Skipping where it is not new yet is what it should do there.
+        let passing = run("first", &[("test_progs:feat", Pass)]);
+        let sides = pair(&first, &passing);
+        assert!(held(&sides, &holding(true, &["feat"], &[true, false])).is_empty());
     }
 
     #[test]
     fn a_new_test_must_not_pass_where_its_feature_is_missing() {
         use Status::*;
-        let new = ["feat".to_string()];
-        let lacking = [true, false];
+        let hold = holding(true, &["feat"], &[true, false]);
         // Fails on base, passes on the variant: what --new-on says.
         let base = run(
             "base",
-            &[("tp:feat/x", Fail), ("tp:feat/y", Pass), ("tp:old", Pass)],
+            &[
+                ("test_progs:feat/x", Fail),
+                ("test_progs:feat/y", Pass),
+                ("test_progs:old", Pass),
+            ],
         );
         let patched = run(
             "patched",
-            &[("tp:feat/x", Pass), ("tp:feat/y", Pass), ("tp:old", Pass)],
+            &[
+                ("test_progs:feat/x", Pass),
+                ("test_progs:feat/y", Pass),
+                ("test_progs:old", Pass),
+            ],
         );
-        assert!(held(&pair(&base, &patched), &new, &lacking).is_empty());
+        assert!(held(&pair(&base, &patched), &hold).is_empty());
         // Passing on base too: it does not test what the variant adds.
-        let base_ok = run("base", &[("tp:feat/x", Pass), ("tp:old", Pass)]);
-        let patched_ok = run("patched", &[("tp:feat/x", Pass), ("tp:old", Pass)]);
+        let base_ok = run(
+            "base",
+            &[("test_progs:feat/x", Pass), ("test_progs:old", Pass)],
+        );
+        let patched_ok = run(
+            "patched",
+            &[("test_progs:feat/x", Pass), ("test_progs:old", Pass)],
+        );
         assert_eq!(
-            held(&pair(&base_ok, &patched_ok), &new, &lacking),
-            ["tp:feat passes on base: --new-on says that kernel lacks what it tests"]
+            held(&pair(&base_ok, &patched_ok), &hold),
+            ["test_progs:feat passes on base: --new-on says that kernel lacks what it tests"]
         );
         // Failing on the variant as on base: held as any test.
         let patched_bad = run(
             "patched",
-            &[("tp:feat/x", Fail), ("tp:feat/y", Pass), ("tp:old", Pass)],
+            &[
+                ("test_progs:feat/x", Fail),
+                ("test_progs:feat/y", Pass),
+                ("test_progs:old", Pass),
+            ],
         );
         assert_eq!(
-            held(&pair(&base, &patched_bad), &new, &lacking),
-            ["tp:feat/x is FAIL on patched"]
+            held(&pair(&base, &patched_bad), &hold),
+            ["test_progs:feat/x is FAIL on patched"]
         );
         // A test that is not new still holds on base.
-        let base_old_bad = run("base", &[("tp:feat/x", Fail), ("tp:old", Fail)]);
+        let base_old_bad = run(
+            "base",
+            &[("test_progs:feat/x", Fail), ("test_progs:old", Fail)],
+        );
         assert_eq!(
-            held(&pair(&base_old_bad, &patched), &new, &lacking),
-            ["tp:old is FAIL on base"]
+            held(&pair(&base_old_bad, &patched), &hold),
+            ["test_progs:old is FAIL on base"]
         );
     }
 }

@@ -1,7 +1,8 @@
 //! What a kselftest run says: the table of every row that is not a pass
-//! or a skip everywhere, the findings (a test failing only on a variant
-//! is a regression), the tests held to pass, every skip and what
-//! test_progs' build left out; written as `table.txt` and `junit.xml`.
+//! or a skip everywhere (with `-t`, every row), the findings (a test
+//! failing only on a variant is a regression), the tests held to pass
+//! (`held`), every skip and what test_progs' build left out; written as
+//! `table.txt` and `junit.xml`.
 
 use std::fs;
 
@@ -32,16 +33,17 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
             patched: *patched,
         })
         .collect();
-    // Every row that is not a pass or a skip everywhere, then the counts.
+    // Every row that is not a pass or a skip everywhere (every row of
+    // -t's tests, whose skips are held), then the counts.
     let table = format!(
         "{}\n{}",
-        compare::table(&sides, true),
+        compare::table(&sides, !held.named),
         compare::runner_summary(&sides)
     );
     let findings = compare::findings(&sides);
     let mut verdict = compare::verdict(&findings);
     let broken = if held.any {
-        held::held(&sides, &held.new, &held.lacking)
+        held::held(&sides, held)
     } else {
         Vec::new()
     };
@@ -54,11 +56,11 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
             fixes.push("fix what the VM lacks, or move a test to kselftest/DENYLIST with why");
         }
         if broken.iter().any(about_new) {
-            fixes.push("a test --new-on names must pass on its variant and the ones after it, and fail on those before: fix the change or the test, or name the variant it is new in");
+            fixes.push("a test --new-on names must pass, not skip, on its variant and the ones after it, and must not pass on those before: fix the change or the test, or name the variant it is new in");
         }
         let fix = fixes.join("; ");
         verdict.push(format!(
-            "FAIL: the tests run must pass on every kernel (the default set, or -t's; --new-on exempts the kernels without the named tests' variant), and skip on no variant where base runs them: {}; {fix}",
+            "FAIL: the tests run must pass on every kernel (-t's tests may skip on none, base included; the default set may skip only where base skips too; --new-on exempts the kernels before its variant, where the named tests must not pass): {}; {fix}",
             broken.join("; ")
         ));
     }
