@@ -1,10 +1,12 @@
 //! The harness on a developer's own patch, for real. A git repository of
 //! the kernel tree (made once, in the cache) has a branch of two commits:
-//! a one-line change that lets array maps take BPF_F_NO_PREALLOC, and a
-//! test_progs test for it (`branch/array_no_prealloc.c`); a C test beside
-//! this file (`branch/no_prealloc.c`) makes the same map with bpf().
-//! `kselftest --new-on` and `run --expect` pass on the branch, and on a
-//! branch that reverts the change both fail, naming the test. They boot
+//! a one-line change that lets array maps take BPF_F_NO_PREALLOC, and
+//! two test_progs tests for it (`branch/array_no_prealloc.c`, and
+//! `branch/no_prealloc_probe.c`, which skips where the kernel lacks the
+//! change); a C test beside this file (`branch/no_prealloc.c`) makes the
+//! same map with bpf(). `kselftest --new-on` and `run --expect` pass on
+//! the branch, and on a branch that reverts the change both fail, naming
+//! the test; there the probing test skips, and `--new-on` fails it. They boot
 //! kernels, so they are ignored by a plain `cargo test` and run by `cargo
 //! xtask ci` (`cargo test -p xtask --test branch -- --ignored
 //! --test-threads=1`).
@@ -38,6 +40,11 @@ const CHANGE: &str = "bpf: Let array maps take BPF_F_NO_PREALLOC";
 const TEST: &str = "selftests/bpf: Test an array map with BPF_F_NO_PREALLOC";
 const TEST_FILE: &str = "tools/testing/selftests/bpf/prog_tests/array_no_prealloc.c";
 const TEST_SOURCE: &str = include_str!("branch/array_no_prealloc.c");
+/// The second test, which skips where the change is missing. Its name
+/// holds no other's: test_progs's `-t` selects by substring.
+const PROBE_TEST: &str = "no_prealloc_probe";
+const PROBE_FILE: &str = "tools/testing/selftests/bpf/prog_tests/no_prealloc_probe.c";
+const PROBE_SOURCE: &str = include_str!("branch/no_prealloc_probe.c");
 
 /// What the repository is made of: the marker holds it, so that an edit
 /// here makes the repository again.
@@ -51,6 +58,8 @@ fn recipe() -> String {
         TEST,
         TEST_FILE,
         TEST_SOURCE,
+        PROBE_FILE,
+        PROBE_SOURCE,
     ]
     .join("\n")
 }
@@ -162,7 +171,8 @@ fn make_branches(repo: &Path) {
     fs::write(&arraymap, text.replacen(MASK, MASK_AFTER, 1)).unwrap();
     git(repo, &["commit", "-q", "-a", "-m", CHANGE]);
     fs::write(repo.join(TEST_FILE), TEST_SOURCE).unwrap();
-    git(repo, &["add", "--force", TEST_FILE]);
+    fs::write(repo.join(PROBE_FILE), PROBE_SOURCE).unwrap();
+    git(repo, &["add", "--force", TEST_FILE, PROBE_FILE]);
     git(repo, &["commit", "-q", "-m", TEST]);
     git(repo, &["checkout", "-q", "-b", REVERTED]);
     git(repo, &["revert", "--no-edit", "HEAD~1"]);
@@ -203,8 +213,13 @@ fn xtask(subcommand: &str, head: &str, args: &[&str]) -> Ran {
 
 /// kselftest of the new test, new on `variant`, on base and `variant`.
 fn kselftest(head: &str, variant: &str) -> Ran {
+    kselftest_of(NEW_TEST, head, variant)
+}
+
+/// kselftest of `test`, new on `variant`, on base and `variant`.
+fn kselftest_of(test: &str, head: &str, variant: &str) -> Ran {
     let kernels = format!("base,{variant}");
-    let args = ["--kernel", &kernels, "-t", NEW_TEST, "--new-on", variant];
+    let args = ["--kernel", &kernels, "-t", test, "--new-on", variant];
     xtask(
         "kselftest",
         head,
@@ -273,4 +288,25 @@ fn with_the_change_reverted_both_fail_naming_the_test() {
         "the C test says why: {}",
         ran.stderr
     );
+}
+
+#[test]
+#[ignore = "boots kernels: run by cargo xtask ci"]
+fn a_new_test_that_skips_on_the_branch_fails_naming_it() {
+    // Without the change the probing test skips on both kernels: on base
+    // that is what a new test does, on the branch it tested nothing.
+    let ks = kselftest_of(PROBE_TEST, REVERTED, REVERTED_VARIANT);
+    assert_eq!(
+        ks.code, 1,
+        "kselftest --new-on, a skip:\n{}{}",
+        ks.stdout, ks.stderr
+    );
+    let cells: Vec<&str> = row(&ks.stderr, PROBE_TEST).split_whitespace().collect();
+    assert_eq!(cells[1..], ["skip", "skip"], "base, then the branch");
+    let named = format!(
+        "test_progs:{PROBE_TEST} skips on {REVERTED_VARIANT}: --new-on holds it to pass from its variant on"
+    );
+    assert!(ks.stderr.contains(&named), "{}", ks.stderr);
+    let on_base = format!("test_progs:{PROBE_TEST} skips on base");
+    assert!(!ks.stderr.contains(&on_base), "{}", ks.stderr);
 }
