@@ -11,7 +11,9 @@
 use super::compare::{bad, rows, status_of, word, Side};
 use super::parse::is_test_or_subtest;
 use super::runner::split_result_name;
+use super::selection;
 use crate::report::protocol::Status;
+use crate::report::KernelRun;
 
 /// What the run holds its tests to: whether anything is held (not with
 /// `--all`), whether the tests were named with `-t`, the `-t` names
@@ -73,7 +75,7 @@ pub fn held(sides: &[Side], held: &Held) -> Vec<String> {
             let kernel = &side.run.kernel;
             if bad(status(i)) {
                 out.push(format!("{name} is {} on {kernel}", word(Some(status(i)))));
-            } else if status(i) == Status::Skip {
+            } else if status(i) == Status::Skip && !not_counted(side.run, &name) {
                 let base = (side.patched && !base_ran.is_empty()).then(|| base_ran.join(" and "));
                 out.extend(skip_broke(&name, kernel, rule, base));
             }
@@ -81,6 +83,14 @@ pub fn held(sides: &[Side], held: &Held) -> Vec<String> {
     }
     out.extend(passes_where_lacking(sides, held));
     out
+}
+
+/// A skip the denylist made of a result that did not pass: not held,
+/// its entry says why.
+fn not_counted(run: &KernelRun, name: &str) -> bool {
+    run.results
+        .iter()
+        .any(|r| r.name == name && selection::is_not_counted(r))
 }
 
 /// The line for a skip of `name` on `kernel` that `rule` does not allow;
@@ -320,6 +330,43 @@ mod tests {
         assert_eq!(
             held(&pair(&base_old_bad, &patched), &hold),
             ["test_progs:old is FAIL on base"]
+        );
+    }
+
+    #[test]
+    fn a_denylisted_failure_is_not_held_where_base_passed_it() {
+        let passed = TestResult::new(
+            "test_maps:flaky",
+            Status::Pass,
+            0,
+            format!("{}: remove it", selection::PASSED_ANYWAY),
+        );
+        let denied = TestResult::new(
+            "test_maps:flaky",
+            Status::Skip,
+            0,
+            "kselftest/DENYLIST: a reason".into(),
+        );
+        let kernel = |name: &str, r: &TestResult| KernelRun {
+            kernel: name.into(),
+            accel: "tcg".into(),
+            results: vec![r.clone()],
+            seconds: 1.0,
+        };
+        let (base, patched) = (kernel("base", &passed), kernel("patched", &denied));
+        let default_set = holding(false, &[], &[false, false]);
+        assert_eq!(
+            held(&pair(&base, &patched), &default_set),
+            Vec::<String>::new()
+        );
+        // A skip of its own on the variant is still held.
+        let own = kernel(
+            "patched",
+            &TestResult::new("test_maps:flaky", Status::Skip, 0, "".into()),
+        );
+        assert_eq!(
+            held(&pair(&base, &own), &default_set),
+            ["test_maps:flaky skips on patched, where base runs it"]
         );
     }
 }

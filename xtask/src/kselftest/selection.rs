@@ -88,7 +88,8 @@ impl Lists {
     }
 
     /// test_maps and test_verifier run every test they have: a result the
-    /// denylist names becomes a skip that says why.
+    /// denylist names is not counted, a skip that says why; one that
+    /// passed anyway stays a pass that says its entry can go.
     pub fn not_counted(&self, runner: Runner, results: &mut [TestResult]) {
         if runner.is_test_progs() {
             return;
@@ -97,11 +98,74 @@ impl Lists {
             let Some((_, test)) = runner::split_result_name(&r.name) else {
                 continue;
             };
-            if let Some(e) = self.deny.iter().find(|e| e.names(runner, test)) {
+            let Some(e) = self.deny.iter().find(|e| e.names(runner, test)) else {
+                continue;
+            };
+            if r.status == Status::Pass {
+                r.message = format!(
+                    "{PASSED_ANYWAY}: remove it from kselftest/{} (it says: {})",
+                    e.list, e.reason
+                );
+            } else {
                 r.status = Status::Skip;
                 r.message = format!("kselftest/{}: {}", e.list, e.reason);
                 r.detail.clear();
             }
         }
+    }
+}
+
+/// How a denylisted result that passed begins its message.
+pub const PASSED_ANYWAY: &str = "denylisted but passed";
+
+/// Whether `r` is a result the denylist does not count (a skip whose
+/// message is its entry's): its test did not pass, and the denylist
+/// says why.
+pub fn is_not_counted(r: &TestResult) -> bool {
+    r.status == Status::Skip
+        && r.message
+            .starts_with(&format!("kselftest/{}", lists::DENYLIST))
+}
+
+/// Whether `r` is a result the denylist names that passed anyway.
+pub fn passed_anyway(r: &TestResult) -> bool {
+    r.status == Status::Pass && r.message.starts_with(PASSED_ANYWAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, status: Status) -> TestResult {
+        TestResult::new(name, status, 0, "its own".into())
+    }
+
+    #[test]
+    fn a_denylisted_result_is_a_skip_unless_it_passed() {
+        let lists = Lists {
+            allow: Vec::new(),
+            deny: lists::parse(
+                "test_maps:flaky # a reason\ntest_maps:gone # fixed upstream\n",
+                lists::DENYLIST_LEAN,
+            )
+            .unwrap(),
+        };
+        let mut results = [
+            result("test_maps:flaky", Status::Fail),
+            result("test_maps:gone", Status::Pass),
+            result("test_maps:other", Status::Fail),
+        ];
+        lists.not_counted(Runner::Maps, &mut results);
+        assert_eq!(results[0].status, Status::Skip);
+        assert_eq!(results[0].message, "kselftest/DENYLIST.lean: a reason");
+        assert!(is_not_counted(&results[0]));
+        assert_eq!(results[1].status, Status::Pass);
+        assert_eq!(
+            results[1].message,
+            "denylisted but passed: remove it from kselftest/DENYLIST.lean (it says: fixed upstream)"
+        );
+        assert!(passed_anyway(&results[1]) && !is_not_counted(&results[1]));
+        assert_eq!(results[2].status, Status::Fail);
+        assert!(!is_not_counted(&results[2]) && !passed_anyway(&results[2]));
     }
 }

@@ -11,6 +11,7 @@ use anyhow::Result;
 use super::campaign::Ran;
 use super::compare::{self, Side};
 use super::held;
+use super::selection;
 use crate::report::protocol::Status;
 use crate::report::{self, Counts, KernelRun};
 
@@ -67,6 +68,7 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
     let default_set_failed = !broken.is_empty();
     let mut text = format!("{table}\n{}\n", verdict.join("\n"));
     text.push_str(&skipped(runs));
+    text.push_str(&passed_anyway(runs));
     if !left_out.tests.is_empty() {
         let tests: Vec<&str> = left_out.tests.iter().map(String::as_str).collect();
         text.push_str(&format!(
@@ -109,4 +111,60 @@ fn skipped(runs: &[(KernelRun, bool)]) -> String {
         }
     }
     out
+}
+
+/// Every result the denylist names that passed, by kernel: a pass, not a
+/// skip, and a line that says its entry may go.
+fn passed_anyway(runs: &[(KernelRun, bool)]) -> String {
+    let mut out = String::new();
+    for (run, _) in runs {
+        let names: Vec<&str> = run
+            .results
+            .iter()
+            .filter(|r| selection::passed_anyway(r))
+            .map(|r| r.name.as_str())
+            .collect();
+        if !names.is_empty() {
+            out += &format!(
+                "{} on {} ({}): {}; remove them from kselftest/DENYLIST (or DENYLIST.lean, as each result's message says) once they pass on every kernel\n",
+                selection::PASSED_ANYWAY,
+                run.kernel,
+                names.len(),
+                names.join(", ")
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::protocol::TestResult;
+
+    #[test]
+    fn a_denylisted_test_that_passed_is_named_as_passed_not_skipped() {
+        let passed = format!("{}: remove it", selection::PASSED_ANYWAY);
+        let run = KernelRun {
+            kernel: "eager".into(),
+            accel: "tcg".into(),
+            results: vec![
+                TestResult::new("test_maps:gone", Status::Pass, 0, passed),
+                TestResult::new("test_maps:a", Status::Pass, 0, String::new()),
+                TestResult::new(
+                    "test_maps:b",
+                    Status::Skip,
+                    0,
+                    "kselftest/DENYLIST: x".into(),
+                ),
+            ],
+            seconds: 1.0,
+        };
+        let runs = [(run, false)];
+        assert_eq!(
+            passed_anyway(&runs),
+            "denylisted but passed on eager (1): test_maps:gone; remove them from kselftest/DENYLIST (or DENYLIST.lean, as each result's message says) once they pass on every kernel\n"
+        );
+        assert_eq!(skipped(&runs), "skipped on eager (1): test_maps:b\n");
+    }
 }
