@@ -1,7 +1,9 @@
 //! `cargo xtask bundle`: packs what the test steps of `ci` need, apart
 //! from the cache (see `kernel::bundle`): the bzImages of the kernels
 //! they boot, and each kernel's test_progs run directory with its files.
-//! A CI workflow's build job makes it; its test jobs download it.
+//! A CI workflow's build job makes it; its test jobs download it. Its
+//! manifest, written last, says what it was made from: a run that takes
+//! the bundle refuses it unless this checkout would build the same.
 
 use std::fs;
 use std::path::Path;
@@ -10,7 +12,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::cli::BundleArgs;
-use crate::kernel::{self, bundle};
+use crate::kernel::bundle_manifest::{self, BundleManifest, BundledKernel};
+use crate::kernel::manifest::SourceInfo;
+use crate::kernel::{self, bundle, KernelConfig, SourceConfig};
 use crate::kselftest::{self, runner::Runner};
 use crate::vm::targets::Target;
 use crate::{hostdeps, project};
@@ -25,40 +29,28 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
     if out.exists() {
         fs::remove_dir_all(out).with_context(|| format!("removing the old {}", out.display()))?;
     }
-    let series = source.series()?;
-    let mut targets = Vec::new();
-    for (words, debug) in bundle::KERNELS {
-        let words: Vec<String> = words.split(',').map(str::to_string).collect();
-        let specs = kernel::specs_for(
-            &words,
-            &series,
-            (args.configuration.kernel_config, *debug),
-            &kernel::ExtraConfig::default(),
-        )?;
-        let manifest = kernel::build(&source, &specs)?;
-        for (spec, info) in specs.into_iter().zip(manifest.kernels) {
-            let to = bundle::image(out, &info.name);
-            copy(&info.bzimage, &to)?;
-            targets.push(Target {
-                name: info.name,
-                bzimage: to,
-                flavor: spec.flavor,
-                debug: spec.debug,
-                vmlinux: Some(info.vmlinux),
-            });
-        }
-    }
-    let config = (args.configuration.kernel_config, None, llvm);
+    let kernel_config = args.configuration.kernel_config;
+    // Before the build: what it is built from.
+    let origin = bundle_manifest::origin(&source, kernel_config)?;
+    let (targets, kernels, built_from) = kernels(&source, kernel_config, out)?;
+    let config = (kernel_config, None, llvm);
     // Links into the cache, made in the bundle's directory, copied into
     // it dereferenced and then removed.
     let links = out.join("links");
     let (dirs, left_out) = kselftest::build_for(&source, config, &targets, (&Runner::ALL, &links))?;
-    let dest = bundle::kselftest_dir(out, args.configuration.kernel_config);
+    let dest = bundle::kselftest_dir(out, kernel_config);
     for (t, dir) in targets.iter().zip(&dirs) {
         copy_dereferenced(dir, &dest.join("run").join(&t.name))?;
     }
     fs::remove_dir_all(&links).with_context(|| format!("removing {}", links.display()))?;
     kselftest::build::save_left_out(&dest, &left_out)?;
+    let manifest = BundleManifest {
+        origin,
+        llvm: Some(llvm.0),
+        built_from,
+        kernels,
+    };
+    bundle_manifest::write(out, &manifest)?;
     let sh = project::shell()?;
     let sizes = xshell::cmd!(sh, "du -sh {out}/kernels {dest}").read()?;
     crate::status!(
@@ -68,6 +60,48 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
         out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the kernels a bundle holds and copies each image into `out`:
+/// them as targets, as the manifest records them, and their source.
+fn kernels(
+    source: &SourceConfig,
+    kernel_config: KernelConfig,
+    out: &Path,
+) -> Result<(Vec<Target>, Vec<BundledKernel>, SourceInfo)> {
+    let series = source.series()?;
+    let mut targets = Vec::new();
+    let mut kernels = Vec::new();
+    let mut built_from = None;
+    for (words, debug) in bundle::KERNELS {
+        let words: Vec<String> = words.split(',').map(str::to_string).collect();
+        let specs = kernel::specs_for(
+            &words,
+            &series,
+            (kernel_config, *debug),
+            &kernel::ExtraConfig::default(),
+        )?;
+        let manifest = kernel::build(source, &specs)?;
+        built_from = Some(manifest.source);
+        for (spec, info) in specs.into_iter().zip(manifest.kernels) {
+            let to = bundle::image(out, &info.name);
+            copy(&info.bzimage, &to)?;
+            kernels.push(BundledKernel {
+                name: info.name.clone(),
+                version: info.version,
+                patches: info.patches,
+            });
+            targets.push(Target {
+                name: info.name,
+                bzimage: to,
+                flavor: spec.flavor,
+                debug: spec.debug,
+                vmlinux: Some(info.vmlinux),
+            });
+        }
+    }
+    let built_from = built_from.context("bundle::KERNELS names no kernel")?;
+    Ok((targets, kernels, built_from))
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {

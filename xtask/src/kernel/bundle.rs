@@ -4,13 +4,15 @@
 //! BPF selftests each kernel's run directory with its files, not links.
 //!
 //! ```text
+//! <bundle>/manifest.json                    what it was made from (`bundle_manifest`)
 //! <bundle>/kernels/<kernel>.bzImage         eager, mainline-debug, ...
 //! <bundle>/kselftest-<config>/run/<kernel>/ test_progs, its flavors, modules
 //! <bundle>/kselftest-<config>/left-out.json what could not be built
 //! ```
 //!
 //! With `--bundle DIR` (or `$BPFLAB_BUNDLE`) vmtest, bench and kselftest
-//! take their kernels and test programs from it and build nothing.
+//! take their kernels and test programs from it and build nothing, once
+//! its manifest says this checkout would build the same.
 
 use std::path::{Path, PathBuf};
 

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod bundle;
+pub mod bundle_manifest;
 pub mod cache;
 pub mod debian;
 pub mod extra;

@@ -169,6 +169,8 @@ pub fn build_for(
     (runners, runs_in): (&[Runner], &Path),
 ) -> Result<(Vec<PathBuf>, LeftOut)> {
     if let Some(bundle) = bundle {
+        let manifest = kernel::bundle_manifest::load(bundle)?;
+        kernel::bundle_manifest::check_llvm(bundle, &manifest, llvm.0)?;
         return from_bundle(bundle, config, targets);
     }
     let kernels = targets

@@ -99,7 +99,9 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
             }
         }
     }
-    if let Some(bundle) = &vm.bundle {
+    if let (Some(bundle), false) = (&vm.bundle, specs.is_empty()) {
+        let now = kernel::bundle_manifest::origin(source, vm.config)?;
+        kernel::bundle_manifest::check(bundle, &now)?;
         for (i, spec) in specs.drain(..) {
             out.push((i, from_bundle(bundle, spec)?));
         }
