@@ -1,9 +1,10 @@
 //! What `cargo xtask ci` runs, as a library below its command: a step
 //! (`step`), the steps (`steps`, with the fault tests' split in
 //! `faults`), the order the two workers take them in (`queue`), the host
-//! tools they need (`tools`), running them (`runner`), and what a run
-//! cost (`times`).
+//! tools they need (`tools`), running them (`runner`), what a run
+//! cost (`times`), and which steps may take a bundle (`bundle`).
 
+pub mod bundle;
 mod commit;
 mod faults;
 mod queue;

@@ -366,6 +366,7 @@ pub fn select(steps: Vec<Step>, only: &[String]) -> Result<Vec<Step>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ci::bundle::boots_from_bundle;
     use crate::project;
 
     /// The step ids a workflow runs: literal `--step a,b` arguments and the
@@ -509,15 +510,6 @@ mod tests {
                 "no workflow job runs the step {id}"
             );
         }
-    }
-
-    /// Whether a step only boots kernels (and runs test programs) it can take
-    /// from a bundle (`cargo xtask bundle`), rather than building them.
-    fn boots_from_bundle(step: &Step) -> bool {
-        let sub = step.args.first().map(String::as_str);
-        step.program != "cargo"
-            && matches!(sub, Some("vmtest" | "kselftest" | "bench"))
-            && !step.args.iter().any(|a| a == "--build-only")
     }
 
     /// The jobs of a workflow by name, each with its lines.

@@ -2,7 +2,8 @@
 //! in a folded section, with a summary table at the end. The steps and
 //! their running are the `ci` library's; this lowers the flags, installs
 //! the host tools the chosen steps need, runs them, prints the summary
-//! and gives the exit code.
+//! and gives the exit code. A bundle in `$BPFLAB_BUNDLE` is taken only by
+//! a run of steps that boot from it (`ci::bundle`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
+use crate::ci::bundle as ci_bundle;
 use crate::ci::runner::{self, Setup};
 use crate::ci::step::Step;
 use crate::ci::steps;
@@ -17,6 +19,7 @@ use crate::ci::tools::{self, HostTools};
 use crate::ci::Options;
 use crate::cli::CiArgs;
 use crate::config_file::CONFIG_ENV;
+use crate::kernel::bundle::BUNDLE_ENV;
 use crate::kernel::usage;
 use crate::kselftest::llvm;
 use crate::{hostdeps, project};
@@ -27,7 +30,9 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     let xtask = std::env::current_exe().context("finding the xtask binary")?;
     let options = options(&args);
     let all = steps::steps(&options, &xtask.display().to_string());
-    let selected = steps::select(all, &options.only)?;
+    let selected = steps::select(all.clone(), &options.only)?;
+    let bundle = std::env::var(BUNDLE_ENV).ok();
+    ci_bundle::refuse_mixed(&selected, &all, bundle.as_deref())?;
     if args.record_times && (!args.step.is_empty() || args.debug || args.no_faults) {
         bail!("--record-times records the run .ci/run makes: drop --step, --debug and --no-faults");
     }
