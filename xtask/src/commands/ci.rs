@@ -22,7 +22,7 @@ use crate::config_file::CONFIG_ENV;
 use crate::kernel::bundle::BUNDLE_ENV;
 use crate::kernel::usage;
 use crate::kselftest::llvm;
-use crate::{hostdeps, project};
+use crate::{fresh_root, hostdeps, project};
 
 pub fn run(args: CiArgs) -> Result<ExitCode> {
     let started = Instant::now();
@@ -76,6 +76,7 @@ fn options(args: &CiArgs) -> Options {
         no_faults: args.no_faults,
         cache_dir: args.cache.cache_dir.clone(),
         only: args.step.clone(),
+        in_fresh_root: std::env::var_os(fresh_root::INSIDE_ENV).is_some(),
     }
 }
 

@@ -8,7 +8,7 @@ mod certs;
 mod plan;
 mod record;
 
-pub use plan::Form;
+pub use plan::{Form, INSIDE_ENV};
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};

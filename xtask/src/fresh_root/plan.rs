@@ -39,7 +39,8 @@ pub const CA_ENV: &[&str] = &[
 ];
 
 /// Set inside a fresh-root check (to its form): the record of that check
-/// is being made, so the test that reads the last one stands aside.
+/// is being made, so ci's unit step filters out the test that reads the
+/// last one (`ci::steps::RECORD_TEST`); the test itself never reads it.
 pub const INSIDE_ENV: &str = "BPFLAB_FRESH_ROOT";
 
 /// Where the host's Rust toolchain appears inside the root, read-only.
