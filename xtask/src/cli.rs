@@ -496,11 +496,13 @@ pub struct RunArgs {
     )]
     pub kernel: Vec<String>,
     /// What the command is expected to do on a kernel: KERNEL=pass (exit
-    /// 0, no splat) or KERNEL=fail (any other exit: 126 and 127, a
-    /// command not there or not runnable, meet neither), comma-separated;
-    /// pass on every kernel not named. Prints a table, writes junit.xml,
-    /// and exits 1 when a kernel did otherwise.
-    #[arg(long, value_delimiter = ',', value_name = "KERNEL=pass|fail")]
+    /// 0, no splat), KERNEL=fail (the command fails: any other exit or a
+    /// signal) or KERNEL=splat (the kernel splats, whatever the exit),
+    /// comma-separated; pass on every kernel not named. A command not
+    /// there or not runnable (126, 127) and an OOM kill meet none.
+    /// Prints a table, writes junit.xml, and exits 1 when a kernel did
+    /// otherwise.
+    #[arg(long, value_delimiter = ',', value_name = "KERNEL=pass|fail|splat")]
     pub expect: Vec<String>,
     #[command(flatten)]
     pub build: KernelBuildArgs,

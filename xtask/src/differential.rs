@@ -2,7 +2,9 @@
 //! expected to do there (`run --kernel base,mine --expect base=fail`;
 //! pass everywhere by default): the table of exit statuses, splats and
 //! outputs, one JUnit test case per kernel, and whether every kernel did
-//! as expected.
+//! as expected. `fail` is the command failing, never a splat behind a
+//! passing command (that is `splat`) nor the OOM killer's kill (which
+//! meets no expectation: the test did not run to its end).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -18,30 +20,39 @@ use crate::vm::command::KernelCommand;
 pub enum Expect {
     /// Exit 0, and no splat unless allowed.
     Pass,
-    /// Exit with anything else.
+    /// The command itself fails: an exit but 0, or a signal; not a
+    /// command that is not there (126, 127), not the OOM killer's kill.
     Fail,
+    /// The kernel splats (a WARNING, BUG, Oops, ...), whatever the
+    /// command's exit; not with an OOM kill.
+    Splat,
 }
+
+/// What `--expect` takes after `KERNEL=`.
+const EXPECT_WORDS: &str = "KERNEL=pass, KERNEL=fail or KERNEL=splat";
 
 impl Expect {
     fn word(self) -> &'static str {
         match self {
             Expect::Pass => "pass",
             Expect::Fail => "fail",
+            Expect::Splat => "splat",
         }
     }
 }
 
-/// `--expect` words, `KERNEL=pass` or `KERNEL=fail`, each kernel once.
+/// `--expect` words, `KERNEL=pass|fail|splat`, each kernel once.
 pub fn parse_expectations(words: &[String]) -> Result<Vec<(String, Expect)>> {
     let mut out: Vec<(String, Expect)> = Vec::new();
     for word in words {
         let (kernel, what) = word
             .split_once('=')
-            .with_context(|| format!("--expect {word}: want KERNEL=pass or KERNEL=fail"))?;
+            .with_context(|| format!("--expect {word}: want {EXPECT_WORDS}"))?;
         let expect = match what {
             "pass" => Expect::Pass,
             "fail" => Expect::Fail,
-            _ => bail!("--expect {word}: want KERNEL=pass or KERNEL=fail"),
+            "splat" => Expect::Splat,
+            _ => bail!("--expect {word}: want {EXPECT_WORDS}"),
         };
         if kernel.is_empty() || out.iter().any(|(k, _)| k == kernel) {
             bail!("--expect {word}: name each kernel once");
@@ -72,19 +83,20 @@ pub struct Row {
     pub as_expected: bool,
 }
 
-/// Each kernel's run, held to its expectation (pass when none is given).
-pub fn judge(ran: Vec<KernelCommand>, expectations: &[(String, Expect)]) -> Vec<Row> {
+/// Each kernel's run, held to its expectation (pass when none is given);
+/// `allow_splat`: a splat does not stop a pass.
+pub fn judge(
+    ran: Vec<KernelCommand>,
+    expectations: &[(String, Expect)],
+    allow_splat: bool,
+) -> Vec<Row> {
     ran.into_iter()
         .map(|ran| {
             let expected = expectations
                 .iter()
                 .find(|(k, _)| *k == ran.kernel)
                 .map_or(Expect::Pass, |(_, e)| *e);
-            let as_expected = match (expected, &ran.status) {
-                (Expect::Pass, Ok(code)) => *code == 0,
-                (Expect::Fail, Ok(code)) => *code != 0 && !not_run(*code),
-                (_, Err(_)) => false,
-            };
+            let as_expected = meets(expected, &ran, allow_splat);
             Row {
                 ran,
                 expected,
@@ -92,6 +104,22 @@ pub fn judge(ran: Vec<KernelCommand>, expectations: &[(String, Expect)]) -> Vec<
             }
         })
         .collect()
+}
+
+/// Whether `ran` did what `expected` says. A run the OOM killer cut
+/// short, or whose command never started, meets nothing.
+fn meets(expected: Expect, ran: &KernelCommand, allow_splat: bool) -> bool {
+    let Ok(code) = ran.status else {
+        return false;
+    };
+    if ran.oom_kills > 0 || not_run(code) {
+        return false;
+    }
+    match expected {
+        Expect::Pass => code == 0 && (ran.splats == 0 || allow_splat),
+        Expect::Fail => code != 0,
+        Expect::Splat => ran.splats > 0,
+    }
 }
 
 /// The guest's exit statuses, as a shell's, for a command that is not
@@ -104,7 +132,7 @@ fn not_run(code: u8) -> bool {
 /// What a kernel's run gave, in a word or two.
 fn got(ran: &KernelCommand) -> String {
     match &ran.status {
-        Ok(0) => "exit 0".to_string(),
+        Ok(_) if ran.oom_kills > 0 => "OOM-killed".to_string(),
         Ok(code) if not_run(*code) => format!("exit {code}, not run"),
         Ok(code) => format!("exit {code}"),
         Err(_) => "VM failed".to_string(),
@@ -202,9 +230,63 @@ mod tests {
             kernel: kernel.into(),
             status,
             splats: 0,
+            oom_kills: 0,
             stdout: PathBuf::from(format!("/r/{kernel}.stdout")),
             stderr: PathBuf::from(format!("/r/{kernel}.stderr")),
         }
+    }
+
+    fn splatted(kernel: &str, status: u8) -> KernelCommand {
+        KernelCommand {
+            splats: 1,
+            ..ran(kernel, Ok(status))
+        }
+    }
+
+    fn oom_killed(kernel: &str) -> KernelCommand {
+        KernelCommand {
+            oom_kills: 1,
+            ..ran(kernel, Ok(137))
+        }
+    }
+
+    /// Whether each run meets `expect`.
+    fn verdicts(runs: Vec<KernelCommand>, expect: Expect, allow_splat: bool) -> Vec<bool> {
+        let e: Vec<(String, Expect)> = runs.iter().map(|r| (r.kernel.clone(), expect)).collect();
+        judge(runs, &e, allow_splat)
+            .iter()
+            .map(|r| r.as_expected)
+            .collect()
+    }
+
+    /// fail is the command failing: a splat behind exit 0 is splat's, an
+    /// OOM kill meets nothing, and any other signal is a failure.
+    #[test]
+    fn fail_is_the_command_failing_and_a_splat_with_exit_0_is_splat() {
+        let runs = || {
+            vec![
+                splatted("a", 0),
+                oom_killed("b"),
+                ran("c", Ok(139)),
+                ran("d", Ok(137)),
+                splatted("e", 139),
+                ran("f", Ok(0)),
+            ]
+        };
+        let fail = verdicts(runs(), Expect::Fail, false);
+        assert_eq!(fail, [false, false, true, true, true, false]);
+        let splat = verdicts(runs(), Expect::Splat, false);
+        assert_eq!(splat, [true, false, false, false, true, false]);
+        let pass = verdicts(runs(), Expect::Pass, false);
+        assert_eq!(pass, [false, false, false, false, false, true]);
+        let allowed = verdicts(runs(), Expect::Pass, true);
+        assert_eq!(allowed, [true, false, false, false, false, true]);
+        let rows = judge(vec![oom_killed("b")], &[("b".into(), Expect::Fail)], false);
+        assert!(
+            table(&rows).contains("b                  fail     OOM-killed"),
+            "{}",
+            table(&rows)
+        );
     }
 
     #[test]
@@ -213,6 +295,10 @@ mod tests {
         assert_eq!(
             parse_expectations(&words(&["base=fail", "mine=pass"])).unwrap(),
             [("base".into(), Expect::Fail), ("mine".into(), Expect::Pass)]
+        );
+        assert_eq!(
+            parse_expectations(&words(&["base=splat"])).unwrap(),
+            [("base".into(), Expect::Splat)]
         );
         for bad in ["base", "base=maybe", "=pass"] {
             assert!(parse_expectations(&words(&[bad])).is_err(), "{bad}");
@@ -238,6 +324,7 @@ mod tests {
                 ("direct".into(), Expect::Fail),
                 ("adaptive".into(), Expect::Fail),
             ],
+            false,
         );
         let got: Vec<(Expect, bool)> = rows.iter().map(|r| (r.expected, r.as_expected)).collect();
         assert_eq!(

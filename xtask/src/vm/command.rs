@@ -2,7 +2,9 @@
 //! read-only and the project read-write (`share.rs`), the command run in
 //! the caller's working directory with the caller's environment, its
 //! stdout and stderr streamed back; its exit status (128+N for a
-//! signal), a kernel splat turning a 0 into 1 unless allowed.
+//! signal), a kernel splat turning a 0 into 1 unless allowed. On several
+//! kernels each run keeps the command's own status, its splats and the
+//! OOM killer's kills apart, for `differential` to judge.
 
 use std::path::{Path, PathBuf};
 
@@ -62,14 +64,16 @@ pub fn run(
     exit_code(&ran?, options.allow_splat, target.vmlinux.as_deref())
 }
 
-/// The command's run on one kernel of several: its status (Err: why
-/// the VM could not run it), the splats the kernel reported, and where
-/// its output is.
+/// The command's run on one kernel of several: its own exit status, as
+/// the guest saw it (Err: why the VM could not run it), the splats the
+/// kernel reported and the processes the OOM killer killed, apart from
+/// it, and where its output is.
 #[derive(Debug, Clone)]
 pub struct KernelCommand {
     pub kernel: String,
     pub status: std::result::Result<u8, String>,
     pub splats: usize,
+    pub oom_kills: usize,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
 }
@@ -109,13 +113,17 @@ pub fn run_each(
         let stderr = run_dir.join(format!("{}.stderr", target.name));
         let ran = relayed(&mut session, target, command.clone(), (&stdout, &stderr));
         let splats = ran.as_ref().map_or(0, |r| r.outcome.splats.len());
+        let oom_kills = ran
+            .as_ref()
+            .map_or(0, |r| oom_kills_in(&r.outcome.console_log));
         let status = ran
-            .and_then(|r| exit_code(&r, options.allow_splat, target.vmlinux.as_deref()))
+            .and_then(|r| command_status(&r, target.vmlinux.as_deref()))
             .map_err(|e| format!("{e:#}"));
         out.push(KernelCommand {
             kernel: target.name.clone(),
             status,
             splats,
+            oom_kills,
             stdout,
             stderr,
         });
@@ -153,6 +161,19 @@ fn relayed(
 
 /// The command's status, after what the kernel said about it.
 fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&Path>) -> Result<u8> {
+    let status = command_status(ran, vmlinux)?;
+    Ok(
+        if !ran.outcome.splats.is_empty() && !allow_splat && status == 0 {
+            1
+        } else {
+            status
+        },
+    )
+}
+
+/// The command's own exit status, as the guest saw it; the kernel's
+/// splats are printed after its output.
+fn command_status(ran: &GuestRun, vmlinux: Option<&Path>) -> Result<u8> {
     if let Some(why) = &ran.vm_failure {
         bail!("{why}");
     }
@@ -160,12 +181,23 @@ fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&Path>) -> Resul
     let status = verdict
         .status()
         .with_context(|| format!("the guest's verdict has no exit status: {}", verdict.detail))?;
-    let splats = report_splats(&ran.outcome, vmlinux);
-    Ok(if splats > 0 && !allow_splat && status == 0 {
-        1
-    } else {
-        status
-    })
+    report_splats(&ran.outcome, vmlinux);
+    Ok(status)
+}
+
+/// How many processes the OOM killer killed, by the console at `log`
+/// (`Out of memory: Killed process N (comm)`, or a memory cgroup's).
+fn oom_kills_in(log: &Path) -> usize {
+    let text = std::fs::read(log).unwrap_or_default();
+    oom_kills(&String::from_utf8_lossy(&text))
+}
+
+/// How many OOM kills `console` reports.
+pub fn oom_kills(console: &str) -> usize {
+    console
+        .lines()
+        .filter(|l| l.contains("Killed process") && l.to_lowercase().contains("out of memory"))
+        .count()
 }
 
 /// Prints the kernel's splats after the command's output, the first with
@@ -262,5 +294,15 @@ mod tests {
         let env = guest_env(vars.into_iter());
         let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["PATH", "CARGO_HOME"]);
+    }
+
+    #[test]
+    fn the_oom_killers_kills_are_counted_from_the_console() {
+        let console = "[    3.1] Out of memory: Killed process 211 (my-test) total-vm:9000kB\n\
+                       [    3.2] Memory cgroup out of memory: Killed process 212 (child)\n\
+                       [    3.3] my-test: Killed process list printed\n\
+                       [    3.4] oom_reaper: reaped process 211 (my-test)\n";
+        assert_eq!(oom_kills(console), 2);
+        assert_eq!(oom_kills("[ 1.0] Run /init as init process\n"), 0);
     }
 }
