@@ -1,8 +1,9 @@
 //! The fuzzer as a suite: every kernel of a run fuzzed with one plan
 //! (seed, budget, threads), `vms` guests at a time, the skeleton client
 //! built from the pristine tree and put in the image, and each kernel's
-//! records judged: clean, diverged (with a reproducer written), the VM's
-//! failure, or the fuzzer's.
+//! records judged: clean, not exercised (clean without the allocation
+//! failures or racing rounds the plan was to try), diverged (with a
+//! reproducer written), the VM's failure, or the fuzzer's.
 
 use std::path::{Path, PathBuf};
 
@@ -164,6 +165,9 @@ pub const RACE_SIGNATURE: &str = "threads";
 #[derive(Debug, PartialEq)]
 pub enum Verdict {
     Clean,
+    /// Clean, without what the plan was to try (`KernelFuzz::unexercised`,
+    /// joined): a pass that proved nothing of it fails the run.
+    NotExercised(String),
     /// The kernel parted from the model (or died mid-run): why, and the
     /// reproducer written.
     Diverged(String, Option<PathBuf>),
@@ -274,7 +278,17 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
         };
         return Ok(Verdict::Diverged(what, path));
     }
-    Ok(ended(run, &r.fuzz))
+    Ok(exercised(ended(run, &r.fuzz), &r.fuzz, plan))
+}
+
+/// A clean verdict, held to what `plan` was to try: short of any of it,
+/// not exercised.
+fn exercised(verdict: Verdict, fuzz: &KernelFuzz, plan: &Plan) -> Verdict {
+    let missing = fuzz.unexercised(plan.planned());
+    match verdict {
+        Verdict::Clean if !missing.is_empty() => Verdict::NotExercised(missing.join(" and ")),
+        v => v,
+    }
 }
 
 /// A guest that finished: a splat on its console, a fuzzer that did not
@@ -417,5 +431,37 @@ mod tests {
             text.contains("--kernel /tmp/runs/m.bzImage --claim prefault --replay"),
             "{text}"
         );
+    }
+
+    /// A clean run that fired no allocation failure, or raced no round,
+    /// where its kernel and plan have them, is not called clean.
+    #[test]
+    fn a_clean_run_short_of_what_it_was_to_try_is_not_exercised() {
+        let summary = |counts: &str| {
+            format!(
+                r#"{{"kind":"summary","ops":9,"executed":9,"secs":1.0,"ops_per_sec":9.0,"counts":{counts},"diverged":false}}"#
+            )
+        };
+        let start = r#"{"kind":"start","seed":5,"seconds":60,"threads":1,"nodes":2,"client":false,"inject":true}"#;
+        let fuzz = |counts: &str| records::read(&[start.to_string(), summary(counts)]).unwrap();
+        let idle = fuzz(r#"{"fail_alloc":4}"#);
+        assert_eq!(
+            exercised(Verdict::Clean, &idle, &plan(false)),
+            Verdict::NotExercised(
+                "no allocation failure fired in an operation's path and no racing round".into()
+            )
+        );
+        let busy = fuzz(r#"{"fail_alloc":4,"fail_alloc fired":1,"race rounds (4 threads)":7}"#);
+        assert_eq!(
+            exercised(Verdict::Clean, &busy, &plan(false)),
+            Verdict::Clean
+        );
+        assert_eq!(
+            exercised(Verdict::Clean, &idle, &plan(true)),
+            Verdict::Clean,
+            "a replay owes nothing"
+        );
+        let diverged = || Verdict::Diverged("x".into(), None);
+        assert_eq!(exercised(diverged(), &idle, &plan(false)), diverged());
     }
 }

@@ -48,6 +48,17 @@ pub fn default_race_seconds(seconds: u64) -> u64 {
 }
 
 impl Plan {
+    /// What the guest is to try beyond plain operations: a one-thread
+    /// run injects allocation failures and, with race seconds, ends in
+    /// racing rounds; a `--threads` run only races; a replay tries what
+    /// its file holds, so nothing is owed.
+    pub fn planned(&self) -> records::Planned {
+        records::Planned {
+            inject: self.threads == 1 && !self.replay,
+            races: !self.replay && (self.threads > 1 || self.race_seconds > 0),
+        }
+    }
+
     /// The fuzzer's arguments after /init's `--kernel` and `--results`.
     pub fn guest_args(&self) -> Vec<String> {
         let mut args = vec![

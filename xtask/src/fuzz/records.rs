@@ -127,22 +127,35 @@ impl KernelFuzz {
         Some(format!("{injected}; {rounds}{replays}"))
     }
 
-    /// What a clean run did not try, of what its kind of run tries (one
-    /// of `--threads` only races): its pass says nothing of those.
-    pub fn untried(&self, threads_only: bool) -> Vec<&'static str> {
+    /// What a clean run was to try and did not: an allocation failure
+    /// fired in an operation's path where the kernel has the injection
+    /// and the plan injects, a racing round where the plan races. A run
+    /// short of either proved nothing of it (`Verdict::NotExercised`); a
+    /// kernel without fail_page_alloc is no shortfall (`tried` says so).
+    pub fn unexercised(&self, planned: Planned) -> Vec<&'static str> {
         let Some(s) = &self.summary else {
             return Vec::new();
         };
         let mut missing = Vec::new();
         let count = |key: &str| s.counts.get(key).copied().unwrap_or(0);
-        if !threads_only && count("fail_alloc fired") <= count(FIRED_OUTSIDE) {
+        let fired_in_path = count("fail_alloc fired") > count(FIRED_OUTSIDE);
+        if planned.inject && self.inject && !fired_in_path {
             missing.push("no allocation failure fired in an operation's path");
         }
-        if !s.counts.keys().any(|k| k.starts_with("race rounds")) {
+        if planned.races && !s.counts.keys().any(|k| k.starts_with("race rounds")) {
             missing.push("no racing round");
         }
         missing
     }
+}
+
+/// What a run's plan has the guest try beyond plain operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planned {
+    /// Allocation failures (`fail_alloc`), where the kernel has them.
+    pub inject: bool,
+    /// Rounds of racing threads.
+    pub races: bool,
 }
 
 #[cfg(test)]
@@ -176,18 +189,26 @@ mod tests {
         );
     }
 
+    /// A one-thread run's plan: injection, then racing rounds.
+    const ALL: Planned = Planned {
+        inject: true,
+        races: true,
+    };
+
+    fn summary(counts: &str) -> String {
+        format!(
+            r#"{{"kind":"summary","ops":9,"executed":9,"secs":1.0,"ops_per_sec":9.0,"counts":{counts},"diverged":false}}"#
+        )
+    }
+
+    fn start(inject: bool) -> String {
+        format!(
+            r#"{{"kind":"start","seed":7,"seconds":60,"threads":1,"nodes":2,"client":false,"inject":{inject}}}"#
+        )
+    }
+
     #[test]
     fn what_a_run_tried_is_read_from_its_summary() {
-        let summary = |counts: &str| {
-            format!(
-                r#"{{"kind":"summary","ops":9,"executed":9,"secs":1.0,"ops_per_sec":9.0,"counts":{counts},"diverged":false}}"#
-            )
-        };
-        let start = |inject: bool| {
-            format!(
-                r#"{{"kind":"start","seed":7,"seconds":60,"threads":1,"nodes":2,"client":false,"inject":{inject}}}"#
-            )
-        };
         let both = read(&[
             start(true),
             summary(r#"{"fail_alloc":134,"fail_alloc fired":23,"race rounds (4 threads)":412}"#),
@@ -197,7 +218,7 @@ mod tests {
             both.tried().unwrap(),
             "fail_alloc 134, 23 fired; 412 rounds (4 threads)"
         );
-        assert!(both.untried(false).is_empty());
+        assert!(both.unexercised(ALL).is_empty());
         let never_fired = read(&[
             start(true),
             summary(r#"{"fail_alloc":3,"race rounds (4 threads)":5}"#),
@@ -208,7 +229,7 @@ mod tests {
             "fail_alloc 3, 0 fired; 5 rounds (4 threads)"
         );
         assert_eq!(
-            never_fired.untried(false),
+            never_fired.unexercised(ALL),
             ["no allocation failure fired in an operation's path"]
         );
         // Fired, every one outside the operation's path: said, and
@@ -225,24 +246,13 @@ mod tests {
             "fail_alloc 9, 2 fired (2 outside the operation's path); 5 rounds (4 threads)"
         );
         assert_eq!(
-            outside.untried(false),
+            outside.unexercised(ALL),
             ["no allocation failure fired in an operation's path"]
-        );
-        assert!(
-            never_fired.untried(true).is_empty(),
-            "--threads injects nothing"
         );
         let neither = read(&[start(false), summary(r#"{"touch":9}"#)]).unwrap();
         assert_eq!(
             neither.tried().unwrap(),
             "no fail_page_alloc in the kernel; no racing round"
-        );
-        assert_eq!(
-            neither.untried(false),
-            [
-                "no allocation failure fired in an operation's path",
-                "no racing round"
-            ]
         );
         let replayed = read(&[
             start(true),
@@ -254,5 +264,33 @@ mod tests {
             "fail_alloc 0, 0 fired; 991 rounds (4 threads) in 991 replays"
         );
         assert_eq!(read(&[start(true)]).unwrap().tried(), None);
+    }
+
+    /// A run owes what its plan tries and its kernel has: a --threads
+    /// run no injection, a kernel without fail_page_alloc none either.
+    #[test]
+    fn what_a_run_owes_is_what_its_plan_and_kernel_have() {
+        let never_fired = read(&[
+            start(true),
+            summary(r#"{"fail_alloc":3,"race rounds (4 threads)":5}"#),
+        ])
+        .unwrap();
+        let threads_only = Planned {
+            inject: false,
+            races: true,
+        };
+        assert!(
+            never_fired.unexercised(threads_only).is_empty(),
+            "--threads injects nothing"
+        );
+        let neither = read(&[start(false), summary(r#"{"touch":9}"#)]).unwrap();
+        // A kernel without the injection falls short of nothing there;
+        // a plan that races, of its rounds.
+        assert_eq!(neither.unexercised(ALL), ["no racing round"]);
+        let no_race = Planned {
+            inject: true,
+            races: false,
+        };
+        assert!(neither.unexercised(no_race).is_empty());
     }
 }

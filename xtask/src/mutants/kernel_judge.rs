@@ -107,6 +107,10 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
     let fuzzed = campaign::fuzz_kernels(source, boot, options)?;
     Ok(match &fuzzed.verdicts[0] {
         Verdict::Clean => Outcome::Survived,
+        // A pass that tried nothing the mutant may have broken.
+        Verdict::NotExercised(what) => Outcome::Undecided {
+            why: format!("the fuzzer did not exercise it: {what}"),
+        },
         Verdict::Diverged(what, _) => Outcome::Killed {
             by: format!("fuzz: {what}"),
         },
