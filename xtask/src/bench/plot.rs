@@ -263,9 +263,19 @@ mod tests {
         );
         assert!(!s.contains(">1e10<"), "sizes in human units");
         assert!(s.contains("mainline &lt;no&gt; access"));
-        // Log scale: the base line's two points are far apart vertically.
+        // Log scale on both axes: 4 KiB (2^12) and 1 GiB (2^30) at the
+        // plot's left and right edges; y spans the decades 1e0..1e5, so 5
+        // sits log10(5)/5 of the way up and 50000 log10(50000)/5.
         let base = s.lines().find(|l| l.starts_with("<polyline")).unwrap();
-        assert!(base.contains(&format!("{:.1},", LEFT)) || base.contains("points=\""));
+        let ph = H - TOP - BOTTOM;
+        let up = |v: f64| TOP + ph - v.log10() / 5.0 * ph;
+        let want = format!(
+            "points=\"{LEFT:.1},{:.1} {:.1},{:.1}\"",
+            up(5.0),
+            W - RIGHT,
+            up(50000.0)
+        );
+        assert!(base.contains(&want), "{base} lacks {want}");
     }
 
     #[test]
