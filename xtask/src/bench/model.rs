@@ -146,7 +146,51 @@ mod tests {
                 c.seed_us
             );
         }
-        assert!(m.us_per_fault > 0.0 && m.us_per_instruction > 0.0, "{m:?}");
+        assert!(m.us_per_instruction > 0.0, "{m:?}");
+        assert_fault_price_plausible(&m);
+    }
+
+    /// The fault price is fitted on the one cell with faults, whose
+    /// residual is then 0 whatever the price: the residuals cannot judge
+    /// it. What can is that cell in the seed's table: its 2048 faults
+    /// cannot cost more than its whole 1341 us (mainline, write all
+    /// 8 MiB), at most 0.65 us a fault; and a fault is an exception entry
+    /// and exit and a page's allocation and mapping, 0.1 us or more.
+    const FAULT_PRICE_US: std::ops::RangeInclusive<f64> = 0.1..=0.65;
+
+    fn assert_fault_price_plausible(m: &Model) {
+        assert!(
+            FAULT_PRICE_US.contains(&m.us_per_fault),
+            "the fault price {:.3} us is outside {FAULT_PRICE_US:?} us",
+            m.us_per_fault
+        );
+    }
+
+    #[test]
+    fn a_fault_price_ten_times_too_high_is_caught() {
+        let cells = recorded();
+        let m = Model::fit(&cells).unwrap();
+        let tenfold = Model {
+            us_per_fault: m.us_per_fault * 10.0,
+            ..m
+        };
+        let caught = std::panic::catch_unwind(|| assert_fault_price_plausible(&tenfold));
+        assert!(caught.is_err(), "ten times the price passed: {tenfold:?}");
+        // The faulting cell ten times slower fits with residual 0 again,
+        // and a tenfold price: the range catches what the residuals cannot.
+        let mut slower = cells.clone();
+        for c in slower.iter_mut().filter(|c| c.faults > 0.0) {
+            c.seed_us *= 10.0;
+        }
+        let refit = Model::fit(&slower).unwrap();
+        let faulting = slower.iter().find(|c| c.faults > 0.0).unwrap();
+        let residual = refit.estimate_us(faulting.instructions, faulting.faults) - faulting.seed_us;
+        assert!(residual.abs() < 1e-6, "residual {residual}");
+        let caught = std::panic::catch_unwind(|| assert_fault_price_plausible(&refit));
+        assert!(
+            caught.is_err(),
+            "a price fitted on a tenfold cell passed: {refit:?}"
+        );
     }
 
     #[test]
