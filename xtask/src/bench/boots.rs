@@ -69,6 +69,16 @@ pub(super) fn boot_all(
     })
 }
 
+/// The guest bench's arguments. CI's quick run measures the grid alone:
+/// what the gate reads.
+pub(super) fn guest_args(quick: bool) -> Vec<String> {
+    if quick {
+        vec!["--quick".into(), "--grid-only".into()]
+    } else {
+        vec![]
+    }
+}
+
 /// One benchmark boot, or how it ended the run (said why on stderr): the
 /// VM failed, the benchmark failed, or the kernel splatted.
 fn boot_once(
@@ -76,14 +86,11 @@ fn boot_once(
     target: &Target,
     quick: bool,
 ) -> Result<GuestRun, BenchOutcome> {
-    // CI's quick run measures the grid alone: what the gate reads.
-    let args = if quick {
-        vec!["--quick".into(), "--grid-only".into()]
-    } else {
-        vec![]
-    };
     let run = session
-        .run_guest(target, target.guest(Program::Bench, args, None))
+        .run_guest(
+            target,
+            target.guest(Program::Bench, guest_args(quick), None),
+        )
         .with_context(|| format!("benchmarking {}: the VM could not do its job", target.name))
         .inspect_err(|e| eprintln!("error: {e:#}"));
     let Ok(run) = run else {

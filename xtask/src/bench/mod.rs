@@ -23,6 +23,7 @@ mod plot;
 mod record;
 pub mod run;
 mod seed;
+mod shape;
 mod sparse;
 mod targets;
 mod threads;

@@ -1,7 +1,9 @@
 //! The record on disk: `--record` writes this run's rows to
-//! `docs/bench/icount.json` and the head's targets met to
-//! `docs/bench/targets-met.txt`; `--gate` and `--gate-targets` hold a
-//! run to them and say why on stderr.
+//! `docs/bench/icount.json`, whole and of one shape, and the head's
+//! targets met to `docs/bench/targets-met.txt`, refusing a run that
+//! failed a gate, booted once, was unsteady, lacked a kernel, or would
+//! drop a target unasked (`--drop-target`); `--gate` and `--gate-targets`
+//! hold a run to them and say why on stderr.
 
 use std::fs;
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ use super::gate::{regressions, unsteady_report, BenchRecord, RunShape};
 use super::grid::Clock;
 use super::guest_records::KernelBench;
 use super::outcome::BenchOutcome;
+use super::shape::RECORD_COMMAND;
 use super::targets::{self, Targets};
 use crate::project;
 
@@ -41,7 +44,7 @@ pub(super) fn gate(
         bail!("--gate judges steadiness across boots, and this run booted each kernel {boots} time(s): add --repeat 2");
     }
     let record = read_record()?;
-    if let Some(why) = record.mismatch(shape) {
+    if let Some(why) = record.shape.mismatch(shape) {
         bail!(
             "{} was recorded {why}: the rows' instructions differ; run as recorded, or record again",
             record_path().display()
@@ -52,29 +55,21 @@ pub(super) fn gate(
         eprintln!("bench gate: worse than the record: {w}");
     }
     for m in &c.missing {
-        eprintln!("bench gate: in the record but not measured in this run: {m}");
+        eprintln!("bench gate: in the record but not measured in every boot of this run: {m}");
     }
-    for k in &c.unrecorded {
-        eprintln!(
-            "bench gate: {k} has no rows in the record: not compared (record it with --record)"
-        );
+    for u in &c.unrecorded {
+        eprintln!("bench gate: measured but not in the record: {u} (record it with --record)");
     }
     if unsteady > 0 {
-        eprintln!("bench gate: {unsteady} one-thread row(s) of 1 ms or more are unsteady (boots more than 1% apart; listed above)");
+        eprintln!("bench gate: {unsteady} row(s) are unsteady (boots further apart than their bound; listed above)");
     }
-    if c.compared == 0 {
-        eprintln!(
-            "bench gate: no row of this run is in {}: nothing was compared",
-            record_path().display()
-        );
-        return Ok(true);
-    }
-    let failed = c.rows_worse > 0 || unsteady > 0 || !c.missing.is_empty();
+    let failed = c.failed() || unsteady > 0;
     eprintln!(
-        "bench gate: {} of {} rows within the record, {} recorded rows not measured, {unsteady} unsteady: {}",
+        "bench gate: {} of {} rows within the record, {} recorded not measured, {} measured not recorded, {unsteady} unsteady: {}",
         c.compared - c.rows_worse,
         c.compared,
         c.missing.len(),
+        c.unrecorded.len(),
         if failed { "FAILED" } else { "passed" }
     );
     Ok(failed)
@@ -134,54 +129,155 @@ pub(super) fn read_record() -> Result<BenchRecord> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-/// `--record`: this run's kernels into the record (the others kept when
-/// it was made alike), unless a steady row was not; then the verdict.
-pub(super) fn record(
-    results: &[KernelBench],
-    shape: RunShape,
-    goals: Option<&Targets>,
-    head: &str,
-    verdict: BenchOutcome,
-) -> Result<BenchOutcome> {
-    let (_, unsteady) = unsteady_report(results);
-    if unsteady > 0 {
-        eprintln!("bench: not recorded: {unsteady} one-thread row(s) of 1 ms or more are unsteady (listed above)");
+/// A measured run as `--record` takes it.
+pub(super) struct RecordRun<'a> {
+    pub(super) results: &'a [KernelBench],
+    pub(super) shape: RunShape,
+    pub(super) goals: Option<&'a Targets>,
+    pub(super) head: &'a str,
+    /// Every kernel of the series: a record holds them all.
+    pub(super) series_kernels: Vec<String>,
+    /// How the gates this run was held to ended.
+    pub(super) verdict: BenchOutcome,
+}
+
+/// `--record`: this run, whole, as the record, and its targets met as the
+/// list, unless `refusal` finds a reason not to; then the verdict.
+pub(super) fn record(run: RecordRun, drops: &[String]) -> Result<BenchOutcome> {
+    let met_before = match fs::read_to_string(targets_met_path()) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(e).with_context(|| format!("reading {}", targets_met_path().display()))
+        }
+    };
+    let (_, unsteady) = unsteady_report(run.results);
+    let refused = refusal(&run, unsteady, &met_before, drops);
+    for why in &refused {
+        eprintln!("bench: not recorded: {why}");
+    }
+    if !refused.is_empty() {
         return Ok(BenchOutcome::GateFailed);
     }
     let path = record_path();
-    let new = BenchRecord::of(results, shape);
-    let record = match read_record() {
-        Ok(old) => old.merged(new),
-        Err(_) => new,
-    };
+    let record = BenchRecord::of(run.results, run.shape);
     crate::util::write_atomic(&path, serde_json::to_string_pretty(&record)?.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
-    eprintln!(
-        "wrote {} ({})",
-        path.display(),
-        record
-            .kernels
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if let Some(t) = goals {
-        let path = targets_met_path();
-        let text = format!(
-            "# The targets of {head} met in the record's run (`bench --record`), a line\n\
-             # each: `bench --gate-targets` fails when one of them is no longer met.\n{}",
-            t.met_list()
-        );
-        crate::util::write_atomic(&path, text.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!(
-            "wrote {} ({} of {head}'s targets met)",
-            path.display(),
-            t.met
-        );
+    let kernels: Vec<&str> = record.kernels.keys().map(String::as_str).collect();
+    eprintln!("wrote {} ({})", path.display(), kernels.join(", "));
+    let Some(t) = run.goals else {
+        return Ok(run.verdict);
+    };
+    let change = targets_change(&t.met_list(), &met_before, drops);
+    for name in &change.added {
+        eprintln!("bench: target newly met, added to the list: {name}");
     }
-    Ok(verdict)
+    for name in &change.lost {
+        eprintln!("bench: target dropped from the list (--drop-target): {name}");
+    }
+    let path = targets_met_path();
+    let head = run.head;
+    let text = format!(
+        "# The targets of {head} met in the record's run (`bench --record`), a line\n\
+         # each: `bench --gate-targets` fails when one of them is no longer met.\n{}",
+        t.met_list()
+    );
+    crate::util::write_atomic(&path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "wrote {} ({} of {head}'s targets met)",
+        path.display(),
+        t.met
+    );
+    Ok(run.verdict)
+}
+
+/// Why `run` is not to be recorded, a line each; empty when it may be.
+fn refusal(run: &RecordRun, unsteady: usize, met_before: &str, drops: &[String]) -> Vec<String> {
+    let mut why = vec![];
+    if run.verdict != BenchOutcome::Passed {
+        why.push("a gate this run was held to failed (above): a record is made from a run that passes its gates".to_string());
+    }
+    let boots = run.results.iter().map(|k| k.boots.len()).min().unwrap_or(0);
+    if boots < 2 {
+        why.push(format!("each kernel booted {boots} time(s), and a record judges steadiness across boots: add --repeat 2 (`{RECORD_COMMAND}`)"));
+    }
+    if unsteady > 0 {
+        why.push(format!("{unsteady} row(s) are unsteady (listed above)"));
+    }
+    let lacking: Vec<&str> = run
+        .series_kernels
+        .iter()
+        .filter(|name| !run.results.iter().any(|k| &&k.kernel == name))
+        .map(String::as_str)
+        .collect();
+    if !lacking.is_empty() {
+        why.push(format!(
+            "a record holds every kernel of the series, and this run lacks {}: run with --kernel all",
+            lacking.join(", ")
+        ));
+    }
+    let Some(t) = run.goals else {
+        why.push(format!(
+            "the targets need eager, mainline and {} in the run",
+            run.head
+        ));
+        return why;
+    };
+    let change = targets_change(&t.met_list(), met_before, drops);
+    for name in &change.undropped {
+        why.push(format!(
+            "target met in the record and not in this run: {name} (to let it go: --drop-target '{name}')"
+        ));
+    }
+    for name in &change.unknown_drops {
+        why.push(format!(
+            "--drop-target '{name}': not a target that this run drops from {}",
+            targets_met_path().display()
+        ));
+    }
+    why
+}
+
+/// How the list of targets met changes from `before` to `now` (both
+/// `met_list`s), with `drops` the targets the user lets go.
+#[derive(Debug, Default, PartialEq)]
+struct TargetsChange {
+    /// Met now and not before.
+    added: Vec<String>,
+    /// Met before and not now, and named in `drops`.
+    lost: Vec<String>,
+    /// Met before and not now, and not named in `drops`: a refusal.
+    undropped: Vec<String>,
+    /// Named in `drops` and not lost: a refusal.
+    unknown_drops: Vec<String>,
+}
+
+fn targets_change(now: &str, before: &str, drops: &[String]) -> TargetsChange {
+    let now: Vec<&str> = targets::held(now).collect();
+    let before: Vec<&str> = targets::held(before).collect();
+    let mut change = TargetsChange::default();
+    for name in &before {
+        if now.contains(name) {
+            continue;
+        }
+        if drops.iter().any(|d| d == name) {
+            change.lost.push(name.to_string());
+        } else {
+            change.undropped.push(name.to_string());
+        }
+    }
+    change.added = now
+        .iter()
+        .filter(|n| !before.contains(n))
+        .map(|n| n.to_string())
+        .collect();
+    change.unknown_drops = drops
+        .iter()
+        .filter(|d| !change.lost.contains(d))
+        .cloned()
+        .collect();
+    change
 }
 
 #[cfg(test)]
@@ -194,11 +290,7 @@ mod tests {
             kernel: "eager".into(),
             boots: vec![vec![]],
         }];
-        let shape = RunShape {
-            quick: true,
-            cpus: Some(1),
-            append: vec![],
-        };
+        let shape = crate::bench::shape::tests::shape();
         let err = gate(&one_boot, Clock::Icount, 0, &shape).unwrap_err();
         assert!(err.to_string().contains("add --repeat 2"), "{err}");
         let t = |words: &[&'static str]| Targets {
@@ -229,5 +321,104 @@ mod tests {
             "an empty list holds nothing"
         );
         assert!(gate_targets(None, "adaptive", held));
+    }
+
+    fn met(words: &[&'static str]) -> Targets {
+        Targets {
+            cells: words
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| (format!("cell {i}"), w))
+                .collect(),
+            met: words.iter().filter(|w| **w == "met").count(),
+            ..Targets::default()
+        }
+    }
+
+    fn two_boots(name: &str) -> KernelBench {
+        KernelBench {
+            kernel: name.into(),
+            boots: vec![vec![], vec![]],
+        }
+    }
+
+    #[test]
+    fn a_record_is_refused_after_a_failed_gate_one_boot_or_a_kernel_lacking() {
+        let results = [two_boots("eager"), two_boots("adaptive")];
+        let goals = met(&["met"]);
+        let run = |verdict, results| run_of(verdict, results, &goals);
+        let ok = run(BenchOutcome::Passed, &results);
+        assert_eq!(refusal(&ok, 0, "cell 0\n", &[]), Vec::<String>::new());
+        let why = refusal(&run(BenchOutcome::GateFailed, &results), 0, "", &[]);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].starts_with("a gate this run was held to failed"),
+            "{why:?}"
+        );
+        let once = [
+            KernelBench {
+                boots: vec![vec![]],
+                ..two_boots("eager")
+            },
+            two_boots("adaptive"),
+        ];
+        let why = refusal(&run(BenchOutcome::Passed, &once), 0, "", &[]);
+        assert!(
+            why.len() == 1 && why[0].contains("add --repeat 2"),
+            "{why:?}"
+        );
+        let why = refusal(&run(BenchOutcome::Passed, &results[1..]), 0, "", &[]);
+        assert!(
+            why.len() == 1 && why[0].contains("lacks eager: run with --kernel all"),
+            "{why:?}"
+        );
+        let why = refusal(&ok, 3, "", &[]);
+        assert!(
+            why.len() == 1 && why[0].starts_with("3 row(s) are unsteady"),
+            "{why:?}"
+        );
+    }
+
+    fn run_of<'a>(
+        verdict: BenchOutcome,
+        results: &'a [KernelBench],
+        goals: &'a Targets,
+    ) -> RecordRun<'a> {
+        RecordRun {
+            results,
+            shape: crate::bench::shape::tests::shape(),
+            goals: Some(goals),
+            head: "adaptive",
+            series_kernels: vec!["eager".into(), "adaptive".into()],
+            verdict,
+        }
+    }
+
+    #[test]
+    fn a_target_that_would_leave_the_list_is_named_and_needs_drop_target() {
+        let results = [two_boots("eager"), two_boots("adaptive")];
+        let goals = met(&["met", "MISSED", "met"]);
+        let run = run_of(BenchOutcome::Passed, &results, &goals);
+        let before = "# the list\ncell 0\ncell 1\n";
+        let why = refusal(&run, 0, before, &[]);
+        assert_eq!(
+            why,
+            ["target met in the record and not in this run: cell 1 (to let it go: --drop-target 'cell 1')"]
+        );
+        assert!(refusal(&run, 0, before, &["cell 1".into()]).is_empty());
+        let why = refusal(&run, 0, before, &["cell 1".into(), "cell 9".into()]);
+        assert!(
+            why.len() == 1 && why[0].starts_with("--drop-target 'cell 9': not a target"),
+            "{why:?}"
+        );
+        let change = targets_change(&goals.met_list(), before, &["cell 1".into()]);
+        assert_eq!(
+            change,
+            TargetsChange {
+                added: vec!["cell 2".into()],
+                lost: vec!["cell 1".into()],
+                ..TargetsChange::default()
+            }
+        );
     }
 }

@@ -7,14 +7,15 @@
 
 use anyhow::{bail, Result};
 
-use super::boots::boot_all;
+use super::boots::{boot_all, guest_args};
 use super::calibration::model_for;
 use super::gate::RunShape;
 use super::grid::Clock;
 use super::options::BenchOptions;
 use super::outcome::BenchOutcome;
 use super::output::report;
-use super::record::record;
+use super::record::{record, RecordRun};
+use super::shape;
 use crate::kernel::SourceConfig;
 use crate::vm::qemu::{AccelChoice, TcgThreads};
 use crate::vm::session::{self, Prepared, SessionOptions};
@@ -29,6 +30,8 @@ pub struct Bench {
     clock: Clock,
     shape: RunShape,
     head: String,
+    /// The base and every variant: what a record holds.
+    series_kernels: Vec<String>,
 }
 
 /// Kernel arguments of every icount boot.
@@ -39,6 +42,7 @@ impl Bench {
     /// one vCPU; the series' head. Errors on a clock the accelerator or
     /// the gates cannot take.
     pub fn new(source: SourceConfig, mut boot: BootConfig, options: BenchOptions) -> Result<Bench> {
+        options.check()?;
         let kvm_first = crate::vm::accel::auto_tries_kvm(&source.cache_dir);
         let needs_icount = options.record || options.gate;
         let (clock, accel) = clock_for(options.clock, boot.accel, needs_icount, kvm_first)?;
@@ -61,8 +65,13 @@ impl Bench {
             quick: options.quick,
             cpus: boot.machine.cpus,
             append: boot.machine.append.clone(),
+            // Known once the guest's binaries are built (`run`).
+            pins: None,
         };
-        let head = source.series()?.whole().name.clone();
+        let series = source.series()?;
+        let head = series.whole().name.clone();
+        let mut series_kernels = vec![series.base.name.as_str().to_string()];
+        series_kernels.extend(series.variant_names().into_iter().map(String::from));
         Ok(Bench {
             source,
             boot,
@@ -70,6 +79,7 @@ impl Bench {
             clock,
             shape,
             head,
+            series_kernels,
         })
     }
 
@@ -98,23 +108,32 @@ impl Bench {
             },
         )?;
         let opts = &self.options;
+        let mut shape = self.shape.clone();
+        if opts.record || opts.gate {
+            let bench = crate::vm::guest_image::guest_bin_dir().join("bench");
+            let series = self.source.series()?;
+            let guest = guest_args(opts.quick);
+            shape.pins = Some(shape::pins(&self.boot.machine, guest, &series, &bench)?);
+        }
         let measured = match boot_all(&mut session, &kernels, opts.repeat, opts.quick) {
             Ok(done) => done,
             Err(stop) => return Ok(stop),
         };
         let model = model_for(&measured.results, measured.clock);
-        let (failed, goals) = report(opts, &measured, model.as_ref(), &self.head, &self.shape)?;
+        let (failed, goals) = report(opts, &measured, model.as_ref(), &self.head, &shape)?;
         let verdict = BenchOutcome::of_gates(failed);
-        if opts.record {
-            return record(
-                &measured.results,
-                self.shape,
-                goals.as_ref(),
-                &self.head,
-                verdict,
-            );
+        if !opts.record {
+            return Ok(verdict);
         }
-        Ok(verdict)
+        let run = RecordRun {
+            results: &measured.results,
+            shape,
+            goals: goals.as_ref(),
+            head: &self.head,
+            series_kernels: self.series_kernels.clone(),
+            verdict,
+        };
+        record(run, &opts.drop_targets)
     }
 }
 

@@ -35,6 +35,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| project::root().join("target/bench")),
         clock: args.clock,
         record: args.record,
+        drop_targets: args.drop_target,
         gate: args.gate,
         gate_targets: args.gate_targets,
     };

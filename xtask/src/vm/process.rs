@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::console;
 use super::qemu::{self, GuestIo, VmConfig};
@@ -457,6 +457,24 @@ fn feed_stdin(io: &GuestIo) {
         let _ = stream.shutdown(std::net::Shutdown::Write);
         let _ = std::io::copy(&mut stream, &mut std::io::sink());
     });
+}
+
+/// QEMU's version line (`qemu-system-x86_64 --version`'s first): what
+/// the bench's record pins, since another QEMU executes a guest's
+/// instructions differently.
+pub fn qemu_version() -> Result<String> {
+    let out = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .context("running qemu-system-x86_64 --version (install it with `apt-get install qemu-system-x86`)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.lines().next() {
+        Some(line) if out.status.success() => Ok(line.trim().to_string()),
+        _ => bail!(
+            "qemu-system-x86_64 --version gave no version ({})",
+            out.status
+        ),
+    }
 }
 
 #[cfg(test)]
