@@ -438,3 +438,45 @@ fn every_source_file_cited_exists() {
     }
     assert_none(problems, "source files that are not there");
 }
+
+/// README's count of the targets met is the list's, the list is what the
+/// record meets, and the total is the targets' own.
+#[test]
+fn the_targets_met_are_the_lists_and_the_list_is_the_records() {
+    let head = crate::kernel::project_series()
+        .unwrap()
+        .whole()
+        .name
+        .clone();
+    let listed = crate::bench::met::listed().unwrap();
+    let (cells, rss_recorded) = crate::bench::met::record_verdicts(&head).unwrap();
+    let mut problems = Vec::new();
+    for name in &listed {
+        // A record from before the Rss was kept cannot judge those cells.
+        if !rss_recorded && name.contains("Rss") {
+            continue;
+        }
+        match cells.iter().find(|(n, _)| n == name) {
+            Some((_, "met")) => {}
+            Some((_, word)) => problems.push(format!("{name}: the record has it {word}")),
+            None => problems.push(format!("{name}: no such target")),
+        }
+    }
+    let count = Regex::new(r"meets (\d+) of its (\d+)").unwrap();
+    for doc in docs().iter().filter(|d| present_tense(d)) {
+        problems.extend(scan(doc, &count, |c| {
+            let (n, of): (usize, usize) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+            (n != listed.len() || of != crate::bench::met::TARGETS).then(|| {
+                format!(
+                    "{n} of {of} targets: docs/bench/targets-met.txt lists {} of {}",
+                    listed.len(),
+                    crate::bench::met::TARGETS
+                )
+            })
+        }));
+    }
+    assert_none(
+        problems,
+        "targets met that the list or the record does not bear out",
+    );
+}

@@ -15,6 +15,8 @@ pub mod grid;
 mod guest_records;
 mod host_noise;
 mod interval;
+#[cfg(test)]
+pub mod met;
 mod model;
 pub mod options;
 pub mod outcome;
