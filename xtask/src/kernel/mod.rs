@@ -426,7 +426,7 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
 }
 
 /// Builds the one variant of `series`, a series of the caller's making
-/// (a mutant's: `Series::with_replaced`), in its own tree like any
+/// (a mutant's: `Series::variant_with`), in its own tree like any
 /// variant, so it rebuilds incrementally from the last one. The bzImage
 /// is copied to `keep` before the tree is let go, and the returned info
 /// names the copy: another run may build its own series in the tree as

@@ -217,21 +217,41 @@ impl Series {
         }
     }
 
-    /// This series up to patch `index`, whose text is `path`'s instead,
-    /// as the one variant `name`: the kernel of a mutant of that patch.
-    pub fn with_replaced(&self, index: usize, path: &Path, name: &str) -> Result<Series> {
-        let mut patches = self.patches[..=index].to_vec();
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let file = path.file_name().unwrap_or_default().to_string_lossy();
-        let mut replaced = load_patch(dir, &file, path)?;
-        replaced.name.clone_from(&patches[index].name);
-        patches[index] = replaced;
-        let variant = close_variant(name, index + 1, &[], path)?;
+    /// `variant`'s whole series (every patch it has, those after patch
+    /// `index` too) as the one variant `name`, with patch `index`'s text
+    /// `path`'s instead when `replaced` names one: the kernel of a mutant
+    /// of that patch, or, with none replaced, its control's, built the
+    /// same way.
+    pub fn variant_with(
+        &self,
+        variant: &Variant,
+        replaced: Option<(usize, &Path)>,
+        name: &str,
+    ) -> Result<Series> {
+        let mut patches = self.patches[..variant.patches].to_vec();
+        if let Some((index, path)) = replaced {
+            let Some(original) = patches.get(index) else {
+                bail!(
+                    "{}: patch {} is not one of the {} the variant {} has",
+                    path.display(),
+                    index + 1,
+                    variant.patches,
+                    variant.name
+                );
+            };
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let file = path.file_name().unwrap_or_default().to_string_lossy();
+            let mut replacement = load_patch(dir, &file, path)?;
+            replacement.name.clone_from(&original.name);
+            patches[index] = replacement;
+        }
+        let label = Path::new("a mutated series");
+        let whole = close_variant(name, variant.patches, &[], label)?;
         Ok(Series {
             patches,
-            variants: vec![variant],
+            variants: vec![whole],
             base: self.base.clone(),
-            baseline: self.baseline.min(index + 1),
+            baseline: self.baseline.min(variant.patches),
         })
     }
 
@@ -496,6 +516,43 @@ mod tests {
                 name: "patched".into(),
                 patches: 2
             }]
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A mutant of the first of a variant's two patches is built with
+    /// the second too; with none replaced it is the variant as it is.
+    #[test]
+    fn a_replaced_patch_keeps_every_patch_of_its_variant() {
+        let dir = series_dir("one.patch\n[pair]\ntwo.patch\nthree.patch\n");
+        let series = Series::load(&dir).unwrap();
+        let pair = series.variant("pair").unwrap();
+        let mutated = dir.join("two-mutated.patch");
+        fs::write(&mutated, "--- a/two\n+++ b/two\n@@ -1 +1 @@\n-x\n+z\n").unwrap();
+        let mutant = series
+            .variant_with(pair, Some((1, &mutated)), "mutant")
+            .unwrap();
+        let names: Vec<&str> = mutant.patches.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["one.patch", "two.patch", "three.patch"]);
+        assert_ne!(mutant.patches[1].sha256, series.patches[1].sha256);
+        assert_eq!(mutant.patches[2].sha256, series.patches[2].sha256);
+        assert_eq!(mutant.whole().name, "mutant");
+        assert_eq!(mutant.whole().patches, 3);
+        // None replaced: the variant's own patches, under the same name.
+        let control = series.variant_with(pair, None, "mutant").unwrap();
+        assert_eq!(control.hash(), series.upto(pair).hash());
+        assert_eq!(control.whole(), mutant.whole());
+        // A patch the variant lacks is no mutant of it.
+        let first = series.variant("patched").unwrap();
+        let err = format!(
+            "{:#}",
+            series
+                .variant_with(first, Some((1, &mutated)), "mutant")
+                .unwrap_err()
+        );
+        assert!(
+            err.contains("patch 2 is not one of the 1 the variant patched has"),
+            "{err}"
         );
         fs::remove_dir_all(dir).unwrap();
     }

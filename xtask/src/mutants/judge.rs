@@ -1,9 +1,10 @@
 //! Judging mutants: each chosen mutant's outcome from the ledger or
-//! from a run, where a run builds the mutated series as the kernel
-//! variant `mutant` (one tree, rebuilt incrementally) and holds it to the
-//! expectations of the variant its patch belongs to: the plan (its sample
-//! line's tests first, alone; the whole plan when they do not kill it),
-//! or the fuzzer held to that variant's model.
+//! from a run, where a run builds the first variant that has the
+//! mutant's patch, its whole series with that patch mutated, as the
+//! kernel variant `mutant` (one tree, rebuilt incrementally) and holds
+//! it to that variant's expectations: the plan (its sample line's tests
+//! first, alone; the whole plan when they do not kill it), or the fuzzer
+//! held to that variant's model.
 
 use std::collections::HashMap;
 use std::fs;
@@ -13,18 +14,15 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::control::{self, Controls};
-use super::kernel_judge::{claim_for, first_tests, judge_kernel};
+use super::kernel_judge::{build_judged, claim_for, first_tests, judge_kernel, judged_series};
 use super::ledger::{self, Ledger};
 use super::lists::Sample;
 use super::outcome::Outcome;
 use super::Mutant;
 use super::{JudgeOptions, MutantJudge};
 use crate::kernel::series::Series;
-use crate::kernel::{self, KernelConfig, SourceConfig};
+use crate::kernel::SourceConfig;
 use crate::project;
-
-/// The tree and kernel name every mutant is built under.
-const MUTANT_VARIANT: &str = "mutant";
 
 /// What judging the mutants needs: the options, the source,
 /// the series and its patches' texts, the tests' key, the run's
@@ -142,21 +140,18 @@ fn ledger_key(earlier: &[String], mutated: &str, tests: &str) -> String {
     ledger::key(&bodies, tests)
 }
 
-/// Builds one mutant's kernel and runs the plan on it.
+/// Builds one mutant's kernel (its claimed variant's whole series, the
+/// mutated patch in place) and runs the plan on it.
 fn run_one(ctx: &Judging, m: &Mutant, mutated: &str, controls: &mut Controls) -> Result<Outcome> {
     let (source, series, run_dir) = (ctx.source, ctx.series, ctx.run_dir);
     let path = run_dir.join(format!("{}.patch", m.id));
     fs::write(&path, mutated).with_context(|| format!("writing {}", path.display()))?;
-    let mutant_series = series.with_replaced(m.patch, &path, MUTANT_VARIANT)?;
+    let claim = claim_for(series, m.patch)?;
+    let mutant_series = judged_series(series, &claim, Some((m.patch, &path)))?;
     // The mutant's own bzImage, booted and then removed: the tree may be
     // another run's by then.
     let kept = run_dir.join(format!("{}.bzImage", m.id));
-    let built = match kernel::build_series(
-        source,
-        mutant_series,
-        (KernelConfig::Lean, ctx.options.debug),
-        &kept,
-    )? {
+    let built = match build_judged(ctx.options, source, mutant_series, &kept)? {
         Ok(k) => k,
         Err(e) => {
             let error = format!("{e:#}");
@@ -165,7 +160,6 @@ fn run_one(ctx: &Judging, m: &Mutant, mutated: &str, controls: &mut Controls) ->
             });
         }
     };
-    let claim = claim_for(series, m.patch)?;
     let first = first_tests(ctx.options, ctx.sample, m);
     let outcome = judge_first(ctx, (&built.bzimage, &claim), &first, controls);
     fs::remove_file(&kept).with_context(|| format!("removing {}", kept.display()))?;

@@ -1,6 +1,8 @@
-//! The judge on one kernel, mutated or not: what decides (the plan or
-//! the fuzzer) and how, the variant whose expectations a mutant is held
-//! to, and the plan tests its sample line names, run first.
+//! The judge on one kernel, mutated or not: the variant whose
+//! expectations a mutant is held to, the kernel it is judged on (that
+//! variant's whole series with the one patch mutated; its control's the
+//! same, unmutated, built the same way), what decides (the plan or the
+//! fuzzer) and how, and the plan tests its sample line names, run first.
 
 use std::path::Path;
 
@@ -10,8 +12,9 @@ use super::lists::Sample;
 use super::outcome::{self, Outcome};
 use super::{JudgeOptions, Mutant, MutantJudge};
 use crate::fuzz::campaign::{self, FuzzOptions, Verdict};
+use crate::kernel::manifest::KernelInfo;
 use crate::kernel::series::Series;
-use crate::kernel::{KernelConfig, SourceConfig};
+use crate::kernel::{self, KernelConfig, SourceConfig};
 use crate::plan::{Plan, PlanOptions};
 use crate::vm::targets::BootConfig;
 
@@ -27,6 +30,40 @@ pub(super) fn claim_for(series: &Series, index: usize) -> Result<String> {
         bail!("the variant {} has no expectations in the test plan: its patch's mutants cannot be judged", v.name);
     }
     Ok(v.name.clone())
+}
+
+/// The tree and kernel name every mutant and every control is built
+/// under.
+pub(super) const MUTANT_VARIANT: &str = "mutant";
+
+/// The kernel the judge holds to `claim`: the claimed variant's whole
+/// series, with `mutated` (a patch's index and the file of its mutated
+/// text) in that patch's place, or, for the control, none replaced. One
+/// path for both, so that a fault of the path fails the control too: a
+/// mutant of 0002 is built with 0003, as `direct` is.
+pub(super) fn judged_series(
+    series: &Series,
+    claim: &str,
+    mutated: Option<(usize, &Path)>,
+) -> Result<Series> {
+    let variant = series.variant(claim).with_context(|| {
+        format!(
+            "no variant {claim} to hold a mutant to: the series builds {}",
+            series.variant_names().join(", ")
+        )
+    })?;
+    series.variant_with(variant, mutated, MUTANT_VARIANT)
+}
+
+/// Builds `judged` (a `judged_series`) in the mutants' tree, its bzImage
+/// copied to `keep`; the inner error when it does not apply or build.
+pub(super) fn build_judged(
+    options: &JudgeOptions,
+    source: &SourceConfig,
+    judged: Series,
+    keep: &Path,
+) -> Result<Result<KernelInfo>> {
+    kernel::build_series(source, judged, (KernelConfig::Lean, options.debug), keep)
 }
 
 /// The plan tests the judge runs first on `m`: its sample line's, whose
@@ -130,4 +167,46 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
             why: format!("the fuzzer failed: {why}"),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutants::{of_patch, read_patches};
+
+    /// A mutant of 0002 is held to `direct`, and built as direct is:
+    /// with 0003, whose arena T22, T33 and T39 look at.
+    #[test]
+    fn a_mutant_of_0002_is_built_with_0003() {
+        let series = crate::kernel::project_series().unwrap();
+        let texts = read_patches(&series).unwrap();
+        let at = |n: &str| {
+            let found = series.patches.iter().position(|p| p.name.starts_with(n));
+            found.expect("a patch of the series")
+        };
+        let (p2, p3) = (at("0002-"), at("0003-"));
+        let m = of_patch(p2, &series.patches[p2].name, &texts[p2])
+            .into_iter()
+            .find(|m| m.id == "0002.28.return2")
+            .expect("0002's forced SIGBUS");
+        let dir = crate::util::tempdir();
+        let path = dir.join("0002.28.return2.patch");
+        std::fs::write(&path, m.patch_text(&texts[p2])).unwrap();
+        let claim = claim_for(&series, p2).unwrap();
+        assert_eq!(claim, "direct");
+        let built = judged_series(&series, &claim, Some((p2, &path))).unwrap();
+        let names: Vec<&str> = built.patches.iter().map(|p| p.name.as_str()).collect();
+        assert!(
+            names.contains(&series.patches[p3].name.as_str()),
+            "a mutant of 0002 lacks 0003: {names:?}"
+        );
+        assert_eq!(
+            built.patches.len(),
+            series.variant("direct").unwrap().patches
+        );
+        assert_ne!(built.patches[p2].sha256, series.patches[p2].sha256);
+        assert_eq!(built.patches[p3].sha256, series.patches[p3].sha256);
+        assert_eq!(built.whole().name, MUTANT_VARIANT);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
