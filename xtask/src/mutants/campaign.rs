@@ -55,7 +55,11 @@ pub fn run(source: &SourceConfig, chosen: &Chosen, options: &JudgeOptions) -> Re
         bail!("no mutant to judge: every one chosen is listed in mutants/EQUIVALENT (`--list` shows them)");
     }
     let sample = chosen.sample.as_ref();
-    let mut controls = control(options, source, &chosen.series, (&counted, sample))?;
+    let mut controls = control(
+        options,
+        (source, &chosen.series, &run_dir),
+        (&counted, sample),
+    )?;
     let started = Instant::now();
     let ctx = Judging {
         options,

@@ -1,11 +1,15 @@
 //! The controls of a mutants run: the judge on each variant the counted
-//! mutants are held to, unmutated, which must pass, or no mutant's
-//! outcome would mean anything (a host that cannot boot guests kills
-//! every mutant).
+//! mutants are held to, unmutated and built as its mutants are (the
+//! variant's whole series in the mutants' tree, by the same function),
+//! which must pass, or no mutant's outcome would mean anything (a host
+//! that cannot boot guests kills every mutant; a build path that drops
+//! a patch fails the tests about it on every mutant).
 
+use std::fs;
+use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use super::kernel_judge as judge;
 use super::lists::Sample;
@@ -13,17 +17,16 @@ use super::outcome::Outcome;
 use super::JudgeOptions;
 use super::Mutant;
 use crate::kernel::series::Series;
-use crate::kernel::{self, ExtraConfig, KernelConfig, SourceConfig};
+use crate::kernel::SourceConfig;
 
-/// The judge on each variant the counted mutants are held to, unmutated,
-/// with the tests it runs first on them (`first_tests`; the whole plan
+/// The judge on each variant the counted mutants are held to, unmutated
+/// and built as they are (`control_series`), with the tests it runs first on them (`first_tests`; the whole plan
 /// when one of them has none): every test must pass (the fuzzer: run
 /// clean), or the mutants' outcomes would say nothing (a host that
 /// cannot boot guests kills every mutant).
 pub fn control(
     options: &JudgeOptions,
-    source: &SourceConfig,
-    series: &Series,
+    (source, series, run_dir): (&SourceConfig, &Series, &Path),
     (counted, sample): (&[&Mutant], Option<&Sample>),
 ) -> Result<Controls> {
     let judged = counted
@@ -37,7 +40,7 @@ pub fn control(
         .collect::<Result<Vec<_>>>()?;
     let mut controls = Controls::default();
     for (claim, tests) in &controlled_tests(judged) {
-        control_one(options, source, series, (claim, tests))?;
+        control_one(options, (source, series, run_dir), (claim, tests))?;
         if tests.is_empty() {
             controls.whole.push(claim.clone());
         }
@@ -74,31 +77,31 @@ pub struct Controls {
     pub whole: Vec<String>,
 }
 
+/// The kernel of `claim`'s control: its mutants' path with no patch
+/// replaced.
+fn control_series(series: &Series, claim: &str) -> Result<Series> {
+    judge::judged_series(series, claim, None)
+}
+
 /// The control of one claim: `tests` (all without any) on its unmutated
-/// kernel.
+/// kernel, built as its mutants are, in `run_dir` while it is judged.
 pub(super) fn control_one(
     options: &JudgeOptions,
-    source: &SourceConfig,
-    series: &Series,
+    (source, series, run_dir): (&SourceConfig, &Series, &Path),
     (claim, tests): (&str, &[String]),
 ) -> Result<()> {
-    let specs = kernel::specs_for(
-        &[claim.to_string()],
-        series,
-        (KernelConfig::Lean, options.debug),
-        &ExtraConfig::default(),
-    )?;
-    let manifest = kernel::build(source, &specs)?;
+    let keep = run_dir.join(format!("control-{claim}.bzImage"));
+    let built = judge::build_judged(options, source, control_series(series, claim)?, &keep)?
+        .with_context(|| {
+            format!("the control failed: the unmutated {claim} kernel, built as its mutants are, did not build")
+        })?;
     let t = Instant::now();
-    let o = judge::judge_kernel(
-        options,
-        source,
-        &manifest.kernels[0].bzimage,
-        (claim, tests),
-    )?;
+    let judged = judge::judge_kernel(options, source, &built.bzimage, (claim, tests));
+    fs::remove_file(&keep).with_context(|| format!("removing {}", keep.display()))?;
+    let o = judged?;
     if o != Outcome::Survived {
         bail!(
-            "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; run `cargo xtask vmtest --kernel {claim}` to see why",
+            "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; it was built as its mutants are (the variant's whole series in the mutants' tree): if `cargo xtask vmtest --kernel {claim}` passes, that path is at fault",
             o.word(),
             o.detail()
         );
@@ -118,6 +121,34 @@ pub(super) fn control_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutants::kernel_judge::{claim_for, judged_series, MUTANT_VARIANT};
+
+    /// Each claim's control is the kernel its mutants are built as, with
+    /// the unmutated patch in place: the claimed variant's whole series,
+    /// in the mutants' tree. For `direct` that is 0002 and 0003, where a
+    /// mutant of 0002 also goes.
+    #[test]
+    fn a_claims_control_is_built_by_its_mutants_path_with_no_patch_replaced() {
+        let series = crate::kernel::project_series().unwrap();
+        for (index, patch) in series.patches.iter().enumerate() {
+            let claim = claim_for(&series, index).unwrap();
+            let control = control_series(&series, &claim).unwrap();
+            let variant = series.variant(&claim).unwrap();
+            let unmutated = judged_series(&series, &claim, Some((index, &patch.path))).unwrap();
+            assert_eq!(control.whole().name, MUTANT_VARIANT, "{claim}");
+            assert_eq!(control.whole(), unmutated.whole(), "{claim}");
+            assert_eq!(control.hash(), unmutated.hash(), "{claim}");
+            assert_eq!(control.hash(), series.upto(variant).hash(), "{claim}");
+        }
+        let direct = control_series(&series, "direct").unwrap();
+        let names: Vec<&str> = direct.patches.iter().map(|p| p.name.as_str()).collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("0003-")),
+            "direct's control lacks 0003: {names:?}"
+        );
+        let err = format!("{:#}", control_series(&series, "nope").unwrap_err());
+        assert!(err.contains("no variant nope to hold a mutant to"), "{err}");
+    }
 
     fn judged(rows: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
         rows.iter()

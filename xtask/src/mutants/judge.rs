@@ -185,7 +185,8 @@ fn judge_first(
             first.join(", ").to_uppercase()
         );
         if !controls.whole.iter().any(|c| c == claim) {
-            control::control_one(ctx.options, ctx.source, ctx.series, (claim, &[]))?;
+            let at = (ctx.source, ctx.series, ctx.run_dir);
+            control::control_one(ctx.options, at, (claim, &[]))?;
             controls.whole.push(claim.to_string());
         }
     }
