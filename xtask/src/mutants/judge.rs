@@ -63,7 +63,7 @@ pub fn judge_all(
             continue;
         }
         let mutated = m.patch_text(&texts[m.patch]);
-        let key = ledger_key(&texts[..m.patch], &mutated, ctx.tests);
+        let key = ledger_key(ctx.series, texts, (m.patch, &mutated), ctx.tests)?;
         let outcome = match ledger.get(&key).filter(|_| !ctx.options.fresh) {
             Some((o, secs)) => {
                 remembered += secs;
@@ -132,12 +132,27 @@ pub fn tests_key(options: &JudgeOptions) -> Result<String> {
     ))
 }
 
-/// The key of a mutant's outcome: the patches before its own (`earlier`),
-/// its mutated patch, and the tests.
-fn ledger_key(earlier: &[String], mutated: &str, tests: &str) -> String {
-    let mut bodies: Vec<&[u8]> = earlier.iter().map(|t| t.as_bytes()).collect();
-    bodies.push(mutated.as_bytes());
-    ledger::key(&bodies, tests)
+/// How a mutant's kernel is built, in its outcome's key: an outcome
+/// from a kernel built another way (before: the patches up to the
+/// mutant's only) is not taken, even where the patches are the same.
+const BUILD_PATH: &str = "built as the claimed variant's whole series";
+
+/// The key of a mutant's outcome: the variant it is held to, how its
+/// kernel is built, that kernel's patches (`texts` up to the variant's
+/// last, with `mutated` in place of patch `index`), and the tests.
+fn ledger_key(
+    series: &Series,
+    texts: &[String],
+    (index, mutated): (usize, &str),
+    tests: &str,
+) -> Result<String> {
+    let claim = claim_for(series, index)?;
+    let held = series.variant(&claim).context("a claim of no variant")?;
+    let mut bodies: Vec<&[u8]> = vec![claim.as_bytes(), BUILD_PATH.as_bytes()];
+    for (i, text) in texts[..held.patches].iter().enumerate() {
+        bodies.push(if i == index { mutated } else { text }.as_bytes());
+    }
+    Ok(ledger::key(&bodies, tests))
 }
 
 /// Builds one mutant's kernel (its claimed variant's whole series, the
@@ -191,4 +206,43 @@ fn judge_first(
         }
     }
     judge_kernel(ctx.options, ctx.source, bzimage, (claim, &[]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutants::read_patches;
+
+    /// A mutant's outcome is keyed on its claimed variant's whole series
+    /// and on that way of building it: 0002's key follows an edit of
+    /// 0003, and no key of the old path (the patches up to the mutant's)
+    /// is taken, not even a mutant of its variant's last patch, whose
+    /// patches are the same.
+    #[test]
+    fn a_mutants_key_covers_its_variants_whole_series_and_its_build_path() {
+        let series = crate::kernel::project_series().unwrap();
+        let texts = read_patches(&series).unwrap();
+        let at = |n: &str| {
+            let found = series.patches.iter().position(|p| p.name.starts_with(n));
+            found.expect("a patch of the series")
+        };
+        let (p2, p3) = (at("0002-"), at("0003-"));
+        let key = |texts: &[String], index: usize| {
+            ledger_key(&series, texts, (index, "mutated"), "tests").unwrap()
+        };
+        let mut edited = texts.clone();
+        edited[p3].push_str("\n-- \nedited\n");
+        assert_ne!(
+            key(&texts, p2),
+            key(&edited, p2),
+            "0003 is not in 0002's key"
+        );
+        let old_path = |index: usize| {
+            let mut bodies: Vec<&[u8]> = texts[..index].iter().map(|t| t.as_bytes()).collect();
+            bodies.push(b"mutated");
+            ledger::key(&bodies, "tests")
+        };
+        assert_ne!(key(&texts, p3), old_path(p3), "0003's old key is taken");
+        assert_ne!(key(&texts, p2), old_path(p2));
+    }
 }
