@@ -1224,6 +1224,55 @@ fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
     assert!(text.contains(&format!("its line names {other}")), "{text}");
 }
 
+/// A mutant of the first of a variant's two patches is held only by what
+/// it changes: 0002's every-fault-fails mutant (array maps' faults), held
+/// to `direct` (0002 and 0003), in a sample line that puts it down to
+/// T22 (the arena's VmFlags, 0003's change). Built without 0003, T22
+/// killed every mutant of 0002 and the line held; built as direct is,
+/// T22 passes on it, the whole plan kills it with a test of array maps,
+/// and the line fails the run.
+#[test]
+#[ignore = "builds and boots kernels: run by cargo xtask ci"]
+fn a_mutant_of_a_variants_first_patch_is_held_only_by_what_it_changes() {
+    let id = "0002.28.return2";
+    let dir = tempdir("first-of-two");
+    let file = dir.join("SAMPLE");
+    fs::write(
+        &file,
+        format!("{id}  T22  said to fall to 0003's arena test\n"),
+    )
+    .unwrap();
+    // --fresh: judged here, not taken from the ledger.
+    let (code, text) = run(&[
+        "mutants",
+        "--sample-file",
+        file.to_str().unwrap(),
+        "--fresh",
+    ]);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    // The control, built as the mutant is, passes T22 and then the whole
+    // plan: the mutants' kernel of direct has 0003.
+    for passed in ["T22 passed", "every test passed"] {
+        let line = format!("[control] direct unmutated: {passed}");
+        assert!(text.contains(&line), "{line}: {text}");
+    }
+    assert!(
+        text.contains("[judge] T22 did not kill it: the whole plan"),
+        "{text}"
+    );
+    assert!(text.contains("mutants: 1 of 1 killed"), "{text}");
+    let miss = format!("FAIL: {}: {id} was killed by ", file.display());
+    let killer = text
+        .split(&miss)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{miss}: {text}"));
+    // Its killer is no test of 0003's arena.
+    assert!(!["T22", "T33", "T39"].contains(&killer), "{killer}: {text}");
+    assert!(text.contains("its line names T22"), "{text}");
+}
+
 /// A tmpfs of `size` mounted on `dir`, unmounted when dropped.
 struct Tmpfs(PathBuf);
 

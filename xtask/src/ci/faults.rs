@@ -34,13 +34,15 @@ pub const OWN_CACHE_FAULTS: [&str; 3] = [
 ];
 
 /// The fault tests of mutants: the control on a host that cannot boot
-/// guests, and mutants of their own in the `mutant` tree, which they
-/// take in turn with the mutants step (each boots a copy of its
-/// mutant's bzImage, made before the tree is let go). They run queued.
-pub const MUTANT_FAULTS: [&str; 3] = [
+/// guests, and mutants (and controls) of their own in the `mutant` tree,
+/// which they take in turn with the mutants step (each boots a copy of
+/// its kernel's bzImage, made before the tree is let go). They run
+/// queued.
+pub const MUTANT_FAULTS: [&str; 4] = [
     "mutants_on_a_host_that_cannot_boot_guests_fail_at_the_control",
     "a_mutant_that_does_not_build_fails_the_run_unjudged",
     "a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run",
+    "a_mutant_of_a_variants_first_patch_is_held_only_by_what_it_changes",
 ];
 
 /// The fault tests `names`, and only those.
