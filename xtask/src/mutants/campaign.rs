@@ -1,10 +1,11 @@
-//! A mutants run as a suite: each mutant of the series built as the
-//! kernel variant `mutant` (one tree, rebuilt incrementally) and run
-//! through the plan with `--fail-fast`, held to the expectations of the
-//! variant its patch belongs to: 0001's on `mainline`, 0002's and 0003's
-//! on `direct`, and so on. First the judge runs on each such variant
-//! unmutated, a control that must pass, or no outcome would mean
-//! anything. Killed, crashed (counted as killed), survived; did not
+//! A mutants run as a suite: each mutant of the series held to the
+//! expectations of the variant its patch belongs to (0001's on
+//! `mainline`, 0002's and 0003's on `direct`, and so on), built as that
+//! variant's whole series with the one patch mutated, as the kernel
+//! variant `mutant` (one tree, rebuilt incrementally), and run through
+//! the plan with `--fail-fast`. First the judge runs on each such
+//! variant unmutated, built the same way, a control that must pass, or
+//! no outcome would mean anything. Killed, crashed (counted as killed), survived; did not
 //! build, undecided (the judge broke) and errors (the host failed) are
 //! not counted and fail the run. With a sample, each mutant is held to
 //! the tests its line names: those run first, alone (and the control
