@@ -102,13 +102,7 @@ pub(super) fn judge_kernel(
     };
     let plan = Plan::new(source, &boot, &plan_options)?.run()?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
-    let failure = plan.vm_failures.first();
-    if let Some(f) = failure {
-        if let Some(why) = outcome::host_failure(f.reached_init, f.panicked, &f.why) {
-            return Ok(Outcome::Error { why });
-        }
-    }
-    Ok(outcome::judge(&results, failure.map(|f| f.why.as_str())))
+    Ok(outcome::judge(&results, plan.vm_failures.first()))
 }
 
 /// One lean (or debug) kernel by path, held to `claim`.

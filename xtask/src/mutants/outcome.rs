@@ -8,16 +8,19 @@ use serde::{Deserialize, Serialize};
 
 use super::lists::{is_plan_test, Sample};
 use super::Mutant;
+use crate::plan::VmFailure;
 use crate::report::protocol::{Status, TestResult};
+use crate::vm::judge::KernelSign;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
-    /// A test failed: the first one that did.
+    /// A test failed in the guest (or the console check): the first one
+    /// that did.
     Killed {
         by: String,
     },
-    /// The kernel crashed, a test crashed or the guest timed out: counts
-    /// as killed.
+    /// The VM failed and the kernel panicked or left a splat: counts as
+    /// killed.
     Crashed {
         detail: String,
     },
@@ -30,9 +33,11 @@ pub enum Outcome {
     Undecided {
         why: String,
     },
-    /// The host could not judge it: QEMU did not start or the guest never
-    /// reached /init without a panic. Never kept in the ledger, and the
-    /// run fails: it says nothing of the mutant.
+    /// The host could not judge it: the VM failed without a panic or a
+    /// splat of the kernel's (QEMU did not start or was killed, the
+    /// results stalled), or no test ran. Never kept in the ledger, never
+    /// holds a sample line, and the run fails: it says nothing of the
+    /// mutant.
     Error {
         why: String,
     },
@@ -88,40 +93,39 @@ impl Outcome {
     }
 }
 
-/// Why a VM failure judges the host rather than the mutant: the guest
-/// never reached /init and the kernel did not panic (a mutant of the
-/// series' mmap code cannot stop a boot before /init, a host or QEMU
-/// failure can). None for a failure that is the mutant's.
-pub fn host_failure(reached_init: bool, panicked: bool, why: &str) -> Option<String> {
-    (!reached_init && !panicked).then(|| {
-        format!(
-            "the guest never reached /init and its kernel did not panic (QEMU or the host): {}",
-            first_line(why)
-        )
-    })
-}
-
-/// A mutant's run: its results and, when the VM could not finish, why
-/// (already told apart from a host failure, `host_failure`).
-pub fn judge(results: &[TestResult], vm_failure: Option<&str>) -> Outcome {
+/// A mutant's run: its results and, when its VM failed or ran no test,
+/// the failure. A kill needs a test that failed in the guest, or a panic
+/// or splat of the kernel's; a VM that failed without either was failed
+/// by the host (QEMU killed, a results stall, a share's daemon gone), or
+/// ran no test, and says nothing of the mutant: an error, never a kill.
+pub fn judge(results: &[TestResult], failure: Option<&VmFailure>) -> Outcome {
     if let Some(r) = results.iter().find(|r| r.status == Status::Fail) {
         return Outcome::Killed {
             by: format!("{}: {}", r.name, on_one_line(r)),
         };
     }
-    if let Some(r) = results.iter().find(|r| r.status == Status::Crashed) {
-        return Outcome::Crashed {
-            detail: format!("{}: {}", r.name, on_one_line(r)),
+    let Some(failure) = failure else {
+        return match results.is_empty() {
+            true => Outcome::Error {
+                why: "the plan gave no result".into(),
+            },
+            false => Outcome::Survived,
+        };
+    };
+    if failure.sign == KernelSign::Nothing {
+        return Outcome::Error {
+            why: format!(
+                "no panic or splat of the kernel's, so not the mutant's: {}",
+                first_line(&failure.why)
+            ),
         };
     }
-    match vm_failure {
-        Some(why) => Outcome::Crashed {
-            detail: first_line(why).to_string(),
+    let crashed = results.iter().find(|r| r.status == Status::Crashed);
+    Outcome::Crashed {
+        detail: match crashed {
+            Some(r) => format!("{}: {}", r.name, on_one_line(r)),
+            None => first_line(&failure.why).to_string(),
         },
-        None if results.is_empty() => Outcome::Crashed {
-            detail: "no results".into(),
-        },
-        None => Outcome::Survived,
     }
 }
 
@@ -148,10 +152,19 @@ pub fn sample_misses(
         let (Some(s), Some(o)) = (sample.entries.iter().find(|s| s.id == m.id), o) else {
             continue;
         };
-        if !o.judged() || o == &Outcome::Survived {
+        let named = s.killers.join("/").to_uppercase();
+        if !o.judged() {
+            out.push(format!(
+                "{list}: {} was not judged ({}: {}), so its line naming {named} is not held",
+                m.id,
+                o.word(),
+                o.detail().lines().next().unwrap_or("")
+            ));
             continue;
         }
-        let named = s.killers.join("/").to_uppercase();
+        if o == &Outcome::Survived {
+            continue;
+        }
         match o.killer() {
             Some(k) if s.killers.iter().any(|want| want == k) => {}
             Some(k) => out.push(format!(
@@ -239,6 +252,14 @@ pub(crate) mod tests {
         TestResult::new(name, status, 1, "why".into()).with_detail(["more".to_string()])
     }
 
+    fn failure(sign: KernelSign, why: &str) -> VmFailure {
+        VmFailure {
+            kernel: "mutant".into(),
+            why: why.into(),
+            sign,
+        }
+    }
+
     #[test]
     fn a_failure_kills_a_crash_counts_and_a_clean_run_survives() {
         let pass = result("t01", Status::Pass);
@@ -250,25 +271,56 @@ pub(crate) mod tests {
                 by: "t02: why | more".into()
             }
         );
+        let panicked = failure(KernelSign::Panicked, "the kernel panicked: x");
         assert_eq!(
-            judge(&[pass.clone(), crash], Some("panic")),
+            judge(&[pass.clone(), crash], Some(&panicked)),
             Outcome::Crashed {
                 detail: "t03: why | more".into()
             }
         );
+        let lockup = failure(KernelSign::Splat("soft lockup".into()), "hung\nx");
         assert_eq!(
-            judge(std::slice::from_ref(&pass), Some("timed out\nx")),
+            judge(std::slice::from_ref(&pass), Some(&lockup)),
             Outcome::Crashed {
-                detail: "timed out".into()
+                detail: "hung".into()
             }
         );
         assert_eq!(judge(&[pass], None), Outcome::Survived);
+    }
+
+    /// QEMU killed, a results stall: the running test is marked crashed,
+    /// but with no panic or splat of the kernel's that is the host's,
+    /// never a kill.
+    #[test]
+    fn a_host_failure_after_init_is_an_error_not_a_kill() {
+        let pass = result("t01", Status::Pass);
+        let crash = result("t02", Status::Crashed);
+        let stall = failure(
+            KernelSign::Nothing,
+            "the guest hung: no results line for 120s",
+        );
+        let o = judge(&[pass, crash], Some(&stall));
+        assert!(
+            matches!(&o, Outcome::Error { why } if why.ends_with("no results line for 120s")),
+            "{o:?}"
+        );
+        assert!(!o.judged() && o.killer().is_none());
+    }
+
+    /// A panic before the plan line leaves no result: still a kill. And a
+    /// run with no result and no panic is no kill.
+    #[test]
+    fn a_run_without_results_is_what_it_is() {
+        let panicked = failure(KernelSign::Panicked, "the kernel panicked: VFS");
         assert_eq!(
-            judge(&[], None),
+            judge(&[], Some(&panicked)),
             Outcome::Crashed {
-                detail: "no results".into()
+                detail: "the kernel panicked: VFS".into()
             }
         );
+        let none = failure(KernelSign::Nothing, "no test ran: none matches the filters");
+        assert!(matches!(judge(&[], Some(&none)), Outcome::Error { .. }));
+        assert!(matches!(judge(&[], None), Outcome::Error { .. }));
     }
 
     pub(crate) fn mutant(id: &str, patch: &str) -> Mutant {
@@ -286,17 +338,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_vm_that_never_reached_init_without_a_panic_is_the_hosts() {
-        assert!(host_failure(false, false, "QEMU exited with status 1\nx")
-            .unwrap()
-            .ends_with(": QEMU exited with status 1"));
-        assert_eq!(host_failure(false, true, "panic"), None);
-        assert_eq!(host_failure(true, false, "hung"), None);
-        let error = Outcome::Error { why: "x".into() };
-        assert!(!error.judged() && Outcome::Survived.judged());
-    }
-
-    #[test]
     fn a_sampled_mutant_must_fall_to_a_test_its_line_names() {
         let m = |id: &str| mutant(id, "0001");
         let s = |id: &str, killers: &[&str]| Sampled {
@@ -311,9 +352,10 @@ pub(crate) mod tests {
                 s("b", &["t06", "t09"]),
                 s("c", &["t02"]),
                 s("d", &["t02"]),
+                s("e", &["t02"]),
             ],
         };
-        let chosen = [m("a"), m("b"), m("c"), m("d")];
+        let chosen = [m("a"), m("b"), m("c"), m("d"), m("e")];
         let outcomes = [
             Some(Outcome::Killed {
                 by: "t03_vmflags: lacks mm".into(),
@@ -327,9 +369,16 @@ pub(crate) mod tests {
             Some(Outcome::Crashed {
                 detail: "the guest hung".into(),
             }),
+            Some(Outcome::Error {
+                why: "no panic or splat of the kernel's".into(),
+            }),
         ];
         let misses = sample_misses(&sample, &chosen, &outcomes);
-        assert_eq!(misses.len(), 2, "{misses:?}");
+        assert_eq!(misses.len(), 3, "{misses:?}");
+        assert!(
+            misses[2].starts_with("mutants/CI_SAMPLE: e was not judged (ERROR: no panic"),
+            "{misses:?}"
+        );
         assert!(
             misses[0].starts_with("mutants/CI_SAMPLE: c was killed by T32")
                 && misses[0].contains("names T02")

@@ -19,6 +19,7 @@ use guest_common::protocol::Program;
 use crate::kernel::SourceConfig;
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
+use crate::vm::judge::{kernel_sign, KernelSign};
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestCommand;
 use crate::vm::session::{self, Prepared, Session, SessionOptions, DEBUG_SLOWDOWN};
@@ -51,15 +52,14 @@ pub struct PlanRun {
     pub vm_failures: Vec<VmFailure>,
 }
 
-/// A kernel whose VM could not do its job: why, and what the guest got
-/// to, which tells a kernel's failure from the host's (mutants).
+/// A kernel whose VM could not do its job, or that ran no test: why,
+/// and what its kernel said of itself, which tells a kernel's failure
+/// from the host's (mutants).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmFailure {
     pub kernel: String,
     pub why: String,
-    /// The guest's /init started.
-    pub reached_init: bool,
-    /// The kernel panicked.
-    pub panicked: bool,
+    pub sign: KernelSign,
 }
 
 /// A plan run, checked: the filters, the kernels' claims, the
@@ -130,41 +130,67 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
             max => max.map(|m| m - failures),
         };
         let guest = selftests_guest(options, target, inject, budget);
-        let failure = |why: String, outcome: Option<&VmOutcome>| {
-            eprintln!("== {}: the VM could not do its job: {why}", target.name);
-            VmFailure {
-                kernel: target.name.clone(),
-                why,
-                reached_init: outcome.is_some_and(|o| o.boot_secs.is_some()),
-                panicked: outcome.is_some_and(|o| o.panic.is_some()),
-            }
-        };
-        match session.run_guest(target, guest) {
-            Ok(run) if run.report.results.is_empty() => {
-                eprintln!(
-                    "== {}: no test matches the filters {:?} (`cargo run -p selftests -- --list` lists them)",
-                    target.name, options.filters
-                );
-                vm_failures.push(VmFailure {
-                    kernel: target.name.clone(),
-                    why: "no test ran".into(),
-                    reached_init: true,
-                    panicked: false,
-                });
-            }
+        let run = session.run_guest(target, guest);
+        let failure = match &run {
             Ok(run) => {
-                if let Some(why) = &run.vm_failure {
-                    vm_failures.push(failure(why.clone(), Some(&run.outcome)));
-                }
+                let no_results = run.report.results.is_empty();
+                run_failure(
+                    &target.name,
+                    run.vm_failure.as_deref(),
+                    &run.outcome,
+                    no_results,
+                )
+            }
+            Err(err) => Some(VmFailure {
+                kernel: target.name.clone(),
+                why: format!("the VM could not do its job: {err:#}"),
+                sign: KernelSign::Nothing,
+            }),
+        };
+        if let Some(f) = failure {
+            eprintln!("== {}: {}", target.name, f.why);
+            vm_failures.push(f);
+        }
+        if let Ok(run) = run {
+            // One with no result (it died before its plan, or no test
+            // was chosen) has nothing to report but its failure.
+            if !run.report.results.is_empty() {
                 runs.push(results::kernel_run(&session, target, run, allowed_skips)?);
             }
-            Err(err) => vm_failures.push(failure(format!("{err:#}"), None)),
         }
     }
     Ok(PlanRun {
         session,
         runs,
         vm_failures,
+    })
+}
+
+/// What failed in one kernel's run, if anything: the VM's failure with
+/// what its kernel said of itself (`outcome`), or a run that did its job
+/// with no result (no test matches the filters), which is no kernel's.
+fn run_failure(
+    kernel: &str,
+    vm_failure: Option<&str>,
+    outcome: &VmOutcome,
+    no_results: bool,
+) -> Option<VmFailure> {
+    let (why, sign) = match vm_failure {
+        Some(why) => (
+            format!("the VM could not do its job: {why}"),
+            kernel_sign(outcome),
+        ),
+        None if no_results => (
+            "no test ran: none matches the filters (`cargo run -p selftests -- --list` lists them)"
+                .to_string(),
+            KernelSign::Nothing,
+        ),
+        None => return None,
+    };
+    Some(VmFailure {
+        kernel: kernel.to_string(),
+        why,
+        sign,
     })
 }
 
@@ -195,4 +221,44 @@ fn selftests_guest(
     }
     argv.extend(options.filters.iter().cloned());
     target.guest(Program::Selftests, argv, inject.init)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::process::VmEnd;
+    use std::time::Duration;
+
+    fn outcome(panic: Option<&str>) -> VmOutcome {
+        VmOutcome {
+            end: VmEnd::Exited { code: Some(0) },
+            console_log: "/tmp/console.log".into(),
+            tail: Vec::new(),
+            splats: panic.iter().map(|p| p.to_string()).collect(),
+            splat_in_test: Vec::new(),
+            splats_before_last_start: 0,
+            panic: panic.map(str::to_string),
+            boot_secs: None,
+            elapsed: Duration::from_secs(1),
+            qemu_stderr: Vec::new(),
+        }
+    }
+
+    /// A run with no result is what it is: a kernel that panicked before
+    /// the plan line panicked, and one that ran no test ran none.
+    #[test]
+    fn a_run_without_results_keeps_its_own_failure() {
+        let panicked = outcome(Some("Kernel panic - not syncing: VFS"));
+        let why = "the kernel panicked: Kernel panic - not syncing: VFS";
+        let f = run_failure("mutant", Some(why), &panicked, true).unwrap();
+        assert_eq!(f.sign, KernelSign::Panicked);
+        assert!(f.why.ends_with(why), "{}", f.why);
+        let quiet = outcome(None);
+        let none = run_failure("mutant", None, &quiet, true).unwrap();
+        assert_eq!(none.sign, KernelSign::Nothing);
+        assert!(none.why.starts_with("no test ran"), "{}", none.why);
+        assert_eq!(run_failure("mutant", None, &quiet, false), None);
+        let hung = run_failure("mutant", Some("the guest hung"), &quiet, false).unwrap();
+        assert_eq!(hung.sign, KernelSign::Nothing);
+    }
 }

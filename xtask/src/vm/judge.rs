@@ -1,6 +1,8 @@
 //! Judging one guest run, pure: whether the VM did its job (a panic, a
 //! timeout, a missing verdict or a program that could not run say it did
-//! not, and what arrived is kept), and the harness's own console check.
+//! not, and what arrived is kept), what its kernel said of itself (a
+//! panic, a splat: a failure with neither is the host's), and the
+//! harness's own console check.
 
 use anyhow::{bail, Result};
 use guest_common::protocol::Program;
@@ -22,6 +24,27 @@ const PANICKED: &str = "the kernel panicked";
 /// Whether a VM failure's text is a kernel panic's.
 pub fn is_panic(why: &str) -> bool {
     why.starts_with(PANICKED)
+}
+
+/// What a guest's kernel said of itself on its console: what tells a
+/// VM failure that is the kernel's from one that is the host's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSign {
+    Panicked,
+    /// A splat (a BUG, a WARNING, a lockup report): the first one.
+    Splat(String),
+    /// Neither: a VM that failed anyway was failed by the host (QEMU
+    /// killed, a results stall, a share's daemon gone).
+    Nothing,
+}
+
+/// What the kernel of the run `outcome` said of itself.
+pub fn kernel_sign(outcome: &VmOutcome) -> KernelSign {
+    match (&outcome.panic, outcome.splats.first()) {
+        (Some(_), _) => KernelSign::Panicked,
+        (None, Some(splat)) => KernelSign::Splat(splat.trim().to_string()),
+        (None, None) => KernelSign::Nothing,
+    }
 }
 
 /// Why the VM did not finish by itself, in order of what explains the
@@ -91,7 +114,7 @@ fn failure_of(
 /// timeout, a missing verdict, a program that could not run), every
 /// result that arrived is kept, the test that was running is marked
 /// crashed and the rest not run, as far as the guest announced its plan;
-/// with no plan there is nothing to keep and the run is an error. The
+/// a test run with no plan keeps no result, any other run is an error. The
 /// failure leads with `lacks`, the option the boot log says the kernel
 /// lacks (`boot_log`), if any; a run that did its job never mentions it.
 pub fn judge(
@@ -161,8 +184,13 @@ pub fn judge(
             vm_failure: Some(explained),
         });
     }
-    let Some(kept) = protocol::salvage(&transcript, &death) else {
-        bail!("{explained}");
+    // A test run that died before its plan keeps nothing but the
+    // failure, which the caller needs with the outcome: a panic at boot
+    // is the kernel's, not the host's.
+    let kept = match protocol::salvage(&transcript, &death) {
+        Some(kept) => kept,
+        None if program == Program::Selftests => Vec::new(),
+        None => bail!("{explained}"),
     };
     Ok(Judged {
         report: GuestReport {
@@ -239,11 +267,15 @@ mod tests {
     const OK: &str = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-VERDICT pass exit=0\n";
     const CUT: &str = "BPFLAB-PLAN 3 t01_a t02_b t03_c\nBPFLAB-START t01_a\nBPFLAB-RESULT t01_a pass 3\nBPFLAB-START t02_b\n";
 
+    /// Why a test run failed, where it kept no result.
     fn err(o: &VmOutcome, text: &str) -> String {
-        format!(
-            "{:#}",
-            judge(o, Some(text), &lim(), Program::Selftests, None).unwrap_err()
-        )
+        failed(o, Some(text), None)
+    }
+
+    fn failed(o: &VmOutcome, text: Option<&str>, lacks: Option<&str>) -> String {
+        let j = judge(o, text, &lim(), Program::Selftests, lacks).unwrap();
+        assert!(j.report.results.is_empty(), "{:?}", j.report.results);
+        j.vm_failure.expect("a VM failure")
     }
 
     fn statuses(j: &Judged) -> Vec<Status> {
@@ -285,8 +317,26 @@ mod tests {
             crashed.detail[0].starts_with("first splat: [    1.900000] BUG: unable"),
             "{crashed:?}"
         );
-        // Before any plan there is nothing to keep.
-        assert!(err(&o, "").contains("panicked"));
+        // Before any plan there is nothing to keep, but the failure and
+        // its outcome go to the caller: a panic at boot is the kernel's.
+        assert!(err(&o, "").starts_with("the kernel panicked"));
+        assert_eq!(kernel_sign(&o), KernelSign::Panicked);
+        // A program without a plan (the benchmark) has nothing to keep.
+        let bench = judge(&o, Some(""), &lim(), Program::Bench, None).unwrap_err();
+        assert!(format!("{bench:#}").contains("panicked"));
+    }
+
+    #[test]
+    fn the_kernels_sign_is_its_panic_or_first_splat_else_nothing() {
+        let mut o = outcome(VmEnd::Stalled);
+        assert_eq!(kernel_sign(&o), KernelSign::Nothing);
+        o.splats = vec!["[    3.0] watchdog: BUG: soft lockup - CPU#0 stuck ".into()];
+        assert_eq!(
+            kernel_sign(&o),
+            KernelSign::Splat("[    3.0] watchdog: BUG: soft lockup - CPU#0 stuck".into())
+        );
+        o.panic = Some("[    4.0] Kernel panic - not syncing: softlockup: hung tasks".into());
+        assert_eq!(kernel_sign(&o), KernelSign::Panicked);
     }
 
     #[test]
@@ -365,11 +415,15 @@ mod tests {
         assert_eq!(j.report.results[0].status, Status::NotRun);
         let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
         assert!(e.contains("could not run its program"), "{e}");
-        assert!(err(&o, "BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n").contains("malformed"));
-        let never = format!(
-            "{:#}",
-            judge(&o, None, &lim(), Program::Selftests, None).unwrap_err()
+        let malformed = judge(
+            &o,
+            Some("BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n"),
+            &lim(),
+            Program::Selftests,
+            None,
         );
+        assert!(format!("{:#}", malformed.unwrap_err()).contains("malformed"));
+        let never = failed(&o, None, None);
         assert!(never.starts_with("QEMU wrote no results file"), "{never}");
     }
 
@@ -378,11 +432,8 @@ mod tests {
     #[test]
     fn a_missing_option_leads_the_failure() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let failed = "BPFLAB-VERDICT error mount proc on /proc: ENODEV\n";
-        let e = format!(
-            "{:#}",
-            judge(&o, Some(failed), &lim(), Program::Selftests, Some(LACKS)).unwrap_err()
-        );
+        let verdict = "BPFLAB-VERDICT error mount proc on /proc: ENODEV\n";
+        let e = failed(&o, Some(verdict), Some(LACKS));
         let first = e.lines().next().unwrap();
         assert!(
             first.starts_with(&format!(
