@@ -406,11 +406,12 @@ pub struct MutantsArgs {
     #[arg(long, conflicts_with_all = ["patch", "filter"])]
     pub sample: bool,
     /// Only the mutants of this file, in mutants/CI_SAMPLE's form (an id,
-    /// the plan tests that kill it as `T03` or `T06/T09`, what it stands
-    /// for), each held to the tests its line names; for any series.
+    /// its digest as `--list` shows it, the plan tests that kill it as
+    /// `T03` or `T06/T09`, what it stands for), each held to the tests its
+    /// line names; for any series.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["patch", "filter", "sample"])]
     pub sample_file: Option<PathBuf>,
-    /// List the mutants (id, file:line, the change), run nothing.
+    /// List the mutants (id, digest, file:line, the change), run nothing.
     #[arg(long)]
     pub list: bool,
     /// Run every mutant again, not taking earlier outcomes from the ledger

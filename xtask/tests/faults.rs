@@ -1184,17 +1184,18 @@ fn a_mutant_that_does_not_build_fails_the_run_unjudged() {
 fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let ci_sample = fs::read_to_string(project.join("mutants/CI_SAMPLE")).unwrap();
-    let (id, killer) = ci_sample
+    let (id, digest, killer) = ci_sample
         .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|w| w.len() > 2 && !w[1].contains('/'))
-        .map(|w| (w[0].to_string(), w[1].to_string()))
+        .find(|w| w.len() > 3 && !w[2].contains('/'))
+        .map(|w| (w[0].to_string(), w[1].to_string(), w[2].to_string()))
         .expect("a CI_SAMPLE line with one killer");
     let other = if killer == "T01" { "T04" } else { "T01" };
     let dir = tempdir("stale-sample");
     let file = dir.join("SAMPLE");
-    fs::write(&file, format!("{id}  {other}  said to fall to {other}\n")).unwrap();
+    let line = format!("{id}  {digest}  {other}  said to fall to {other}\n");
+    fs::write(&file, line).unwrap();
     // --fresh: judged here, not taken from the ledger.
     let (code, text) = run(&[
         "mutants",

@@ -67,7 +67,14 @@ fn list(chosen: &[Mutant], equivalent: &HashMap<String, String>) {
             .get(&m.id)
             .map(|why| format!("  [equivalent: {why}]"))
             .unwrap_or_default();
-        println!("{:<20} {}:{}  {}{eq}", m.id, m.file, m.new_line, m.brief());
+        println!(
+            "{:<20} {}  {}:{}  {}{eq}",
+            m.id,
+            m.digest,
+            m.file,
+            m.new_line,
+            m.brief()
+        );
     }
     eprintln!(
         "{} mutant(s), {} listed as equivalent",

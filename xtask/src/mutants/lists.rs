@@ -1,11 +1,14 @@
 //! `mutants/EQUIVALENT` (mutants no test can kill, each with why) and
 //! `mutants/CI_SAMPLE` (the mutants CI runs every time, each with what it
-//! stands for): one mutant id and its reason per line, `#` comments.
-//! An EQUIVALENT reason starts with the mutated line in backticks, so an
-//! id that comes to name another mutant (a patch edited above it) is an
-//! error, never a silent exemption; a CI_SAMPLE reason starts with the
-//! plan tests that may kill the mutant (`T03`, or `T06/T09`), which the
-//! run checks.
+//! stands for): per line a mutant's id, its digest (eight hex digits over
+//! the mutated lines, their replacement and a patch line either side, as
+//! `cargo xtask mutants --list` shows it), then the rest; `#` comments.
+//! An id that comes to name another mutant (a patch edited above it), or
+//! whose line or neighbours changed, is an error naming the entry, never
+//! a silent match. An EQUIVALENT entry goes on with the mutated line in
+//! backticks, then why; a CI_SAMPLE one with the plan tests that may kill
+//! the mutant (`T03`, or `T06/T09`), which the run checks, then what it
+//! stands for.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,41 +25,63 @@ pub fn path(list: &str) -> PathBuf {
 pub const EQUIVALENT: &str = "EQUIVALENT";
 pub const CI_SAMPLE: &str = "CI_SAMPLE";
 
-/// `(id, reason)` per entry of the list `list`.
-pub fn load(list: &str) -> Result<Vec<(String, String)>> {
+/// One entry of a list: its line in the file, the mutant's id and
+/// digest, and what follows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub line: usize,
+    pub id: String,
+    pub digest: String,
+    pub rest: String,
+}
+
+/// The entries of the list `list`.
+pub fn load(list: &str) -> Result<Vec<Entry>> {
     read(&path(list), &format!("mutants/{list}"))
 }
 
-/// `(id, reason)` per entry of the file `p`, named `name` in errors.
-fn read(p: &Path, name: &str) -> Result<Vec<(String, String)>> {
+/// The entries of the file `p`, named `name` in errors.
+fn read(p: &Path, name: &str) -> Result<Vec<Entry>> {
     let text = fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
     parse(&text, name)
 }
 
-/// `(id, reason)` per line of `text`; `list` names the list in errors.
-pub fn parse(text: &str, list: &str) -> Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = Vec::new();
+/// The entries of `text`; `list` names the list in errors.
+pub fn parse(text: &str, list: &str) -> Result<Vec<Entry>> {
+    let mut out: Vec<Entry> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = without_comment(line).trim();
         if line.is_empty() {
             continue;
         }
-        let (id, reason) = line
-            .split_once(char::is_whitespace)
-            .map(|(i, r)| (i, r.trim()))
-            .unwrap_or((line, ""));
-        if reason.is_empty() {
-            bail!(
-                "{list} line {}: {id} has no reason; write why after the id",
-                n + 1
-            );
+        let words = |s: &str| {
+            let (a, b) = s.split_once(char::is_whitespace).unwrap_or((s, ""));
+            (a.to_string(), b.trim().to_string())
+        };
+        let (id, after_id) = words(line);
+        let (digest, rest) = words(&after_id);
+        let n = n + 1;
+        if !is_digest(&digest) {
+            bail!("{list} line {n}: {id} has no digest: write the eight hex digits `cargo xtask mutants --list` shows after its id");
         }
-        if out.iter().any(|(i, _)| i == id) {
-            bail!("{list} line {}: {id} is listed twice", n + 1);
+        if rest.is_empty() {
+            bail!("{list} line {n}: {id} has no reason; write why after its digest");
         }
-        out.push((id.to_string(), reason.to_string()));
+        if out.iter().any(|e| e.id == id) {
+            bail!("{list} line {n}: {id} is listed twice");
+        }
+        out.push(Entry {
+            line: n,
+            id,
+            digest,
+            rest,
+        });
     }
     Ok(out)
+}
+
+fn is_digest(word: &str) -> bool {
+    word.len() == 8 && word.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// A line up to its comment: a `#` outside backticks (a mutated line
@@ -73,10 +98,34 @@ fn without_comment(line: &str) -> &str {
     line
 }
 
-/// An EQUIVALENT entry: the id, the mutated line it was judged on, why.
+/// The mutant a list's entry names (`line`, `id`, `digest`), held to the
+/// digest: a patch edited above it moves its id, and the id then names
+/// another mutant, or none.
+fn named<'a>(all: &'a [Mutant], list: &str, (line, id, digest): Key) -> Result<&'a Mutant> {
+    let fix = "run `cargo xtask mutants --list` and update it";
+    let Some(m) = all.iter().find(|m| m.id == id) else {
+        bail!("{list} line {line}: no mutant {id} (a patch edited above it moves its id); {fix}");
+    };
+    if m.digest != digest {
+        bail!(
+            "{list} line {line}: {id} is no longer the mutant listed (digest {digest}, now {}: `{}`): a patch edit moved its id or changed its lines; {fix}",
+            m.digest,
+            m.brief()
+        );
+    }
+    Ok(m)
+}
+
+/// Where an entry is and what it names: its line, the id, the digest.
+type Key<'a> = (usize, &'a str, &'a str);
+
+/// An EQUIVALENT entry: the id and digest, its line in the file, the
+/// mutated line it was judged on, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Equivalent {
     pub id: String,
+    pub digest: String,
+    pub line: usize,
     pub text: String,
     pub reason: String,
 }
@@ -86,38 +135,44 @@ pub fn equivalents() -> Result<Vec<Equivalent>> {
     equivalent_entries(load(EQUIVALENT)?)
 }
 
-fn equivalent_entries(entries: Vec<(String, String)>) -> Result<Vec<Equivalent>> {
+fn equivalent_entries(entries: Vec<Entry>) -> Result<Vec<Equivalent>> {
     entries
         .into_iter()
-        .map(|(id, rest)| {
-            let text = rest
+        .map(|entry| {
+            let text = entry
+                .rest
                 .strip_prefix('`')
                 .and_then(|r| r.split_once('`'))
-                .filter(|(t, _)| !t.is_empty());
+                .filter(|(t, _)| !t.is_empty())
+                .map(|(t, r)| (t.to_string(), r.trim().to_string()));
             match text {
-                Some((text, reason)) if !reason.trim().is_empty() => Ok(Equivalent {
-                    id,
-                    text: text.to_string(),
-                    reason: reason.trim().to_string(),
+                Some((text, reason)) if !reason.is_empty() => Ok(Equivalent {
+                    id: entry.id,
+                    digest: entry.digest,
+                    line: entry.line,
+                    text,
+                    reason,
                 }),
                 _ => bail!(
-                    "mutants/{EQUIVALENT}: {id}: write the mutated line in backticks, then why (`cargo xtask mutants --list` shows it)"
+                    "mutants/{EQUIVALENT} line {}: {}: write the mutated line in backticks after the digest, then why (`cargo xtask mutants --list` shows it)",
+                    entry.line,
+                    entry.id
                 ),
             }
         })
         .collect()
 }
 
-/// Holds EQUIVALENT to the series: each id names a mutant whose mutated
-/// line is the one written beside it.
+/// Holds EQUIVALENT to the series: each id names the mutant of its
+/// digest, whose mutated line is the one written beside it.
 pub fn check_equivalents(all: &[Mutant], listed: &[Equivalent]) -> Result<()> {
+    let list = format!("mutants/{EQUIVALENT}");
     for e in listed {
-        let Some(m) = all.iter().find(|m| m.id == e.id) else {
-            bail!("mutants/{EQUIVALENT}: no mutant {} (`cargo xtask mutants --list` lists them); a patch edited above it moves its id", e.id);
-        };
+        let m = named(all, &list, (e.line, &e.id, &e.digest))?;
         if m.mutated_line() != e.text {
             bail!(
-                "mutants/{EQUIVALENT}: {} is now `{}`, not `{}`: the patch moved its id; find the mutant's new id with `cargo xtask mutants --list`",
+                "{list} line {}: {} mutates its line to `{}`, not `{}`: write what `cargo xtask mutants --list` shows after the arrow",
+                e.line,
                 e.id,
                 m.mutated_line(),
                 e.text
@@ -133,11 +188,14 @@ pub fn is_plan_test(id: &str) -> bool {
     id.len() > 1 && id.starts_with('t') && id[1..].chars().all(|c| c.is_ascii_digit())
 }
 
-/// A CI_SAMPLE entry: the id, the plan tests that may kill it (`t03`,
-/// lower case as the results name them), what it stands for.
+/// A CI_SAMPLE entry: the id and digest, its line in the file, the plan
+/// tests that may kill it (`t03`, lower case as the results name them),
+/// what it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sampled {
     pub id: String,
+    pub digest: String,
+    pub line: usize,
     pub killers: Vec<String>,
     pub what: String,
 }
@@ -161,28 +219,41 @@ pub fn sample_file(p: &Path) -> Result<Sample> {
     sample_entries(read(p, &name)?, name)
 }
 
-fn sample_entries(entries: Vec<(String, String)>, name: String) -> Result<Sample> {
+fn sample_entries(entries: Vec<Entry>, name: String) -> Result<Sample> {
     if entries.is_empty() {
-        bail!("{name}: no mutant in it; write one id per line, the plan tests that kill it, then what it stands for");
+        bail!("{name}: no mutant in it; write one id per line, its digest, the plan tests that kill it, then what it stands for");
     }
     let entries = entries
         .into_iter()
-        .map(|(id, rest)| {
-            let (first, what) = rest
+        .map(|entry| {
+            let (first, what) = entry
+                .rest
                 .split_once(char::is_whitespace)
-                .unwrap_or((rest.as_str(), ""));
+                .unwrap_or((entry.rest.as_str(), ""));
             let killers: Vec<String> = first.split('/').map(str::to_ascii_lowercase).collect();
-            if !killers.iter().all(|k| is_plan_test(k)) || what.trim().is_empty() {
-                bail!("{name}: {id}: write the plan tests that kill it (`T03` or `T06/T09`), then what it stands for");
+            let what = what.trim().to_string();
+            if !killers.iter().all(|k| is_plan_test(k)) || what.is_empty() {
+                bail!("{name} line {}: {}: write the plan tests that kill it (`T03` or `T06/T09`) after its digest, then what it stands for", entry.line, entry.id);
             }
             Ok(Sampled {
-                id,
+                id: entry.id,
+                digest: entry.digest,
+                line: entry.line,
                 killers,
-                what: what.trim().to_string(),
+                what,
             })
         })
         .collect::<Result<_>>()?;
     Ok(Sample { name, entries })
+}
+
+/// The mutants of `sample`, in its order, each held to its digest.
+pub fn sampled(all: &[Mutant], sample: &Sample) -> Result<Vec<Mutant>> {
+    sample
+        .entries
+        .iter()
+        .map(|s| named(all, &sample.name, (s.line, &s.id, &s.digest)).cloned())
+        .collect()
 }
 
 #[cfg(test)]
@@ -190,34 +261,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_entry_has_a_reason_once() {
-        let got = parse("# c\n0001.5.delete1  no-op on x86 # more\n\n", "X").unwrap();
-        assert_eq!(
-            got,
-            [("0001.5.delete1".to_string(), "no-op on x86".to_string())]
+    fn every_entry_has_a_digest_and_a_reason_once() {
+        let got = parse(
+            "# c\n0001.5.delete1  0a1B2c3d  no-op on x86 # more\n\n",
+            "X",
+        )
+        .unwrap();
+        let entry = Entry {
+            line: 2,
+            id: "0001.5.delete1".into(),
+            digest: "0a1B2c3d".into(),
+            rest: "no-op on x86".into(),
+        };
+        assert_eq!(got, [entry]);
+        let err = parse("0001.5.delete1 0a1b2c3d\n", "X")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("X line 1: 0001.5.delete1 has no reason"),
+            "{err}"
         );
-        let err = parse("0001.5.delete1\n", "X").unwrap_err().to_string();
-        assert!(err.contains("has no reason"), "{err}");
-        let err = parse("a r\na r\n", "X").unwrap_err().to_string();
-        assert!(err.contains("listed twice"), "{err}");
+        let err = parse("0001.5.delete1  no-op\n", "X")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no digest"), "{err}");
+        let err = parse("a 00000000 r\na 00000000 r\n", "X")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("X line 2: a is listed twice"), "{err}");
+    }
+
+    fn project_mutants() -> Vec<Mutant> {
+        let series = crate::kernel::project_series().unwrap();
+        let texts = super::super::read_patches(&series).unwrap();
+        super::super::of_series(&series, &texts)
     }
 
     /// A patch edited under a list moves its ids: the list must follow.
     #[test]
     fn the_lists_name_mutants_the_series_has() {
         let series = crate::kernel::project_series().unwrap();
-        let texts = super::super::read_patches(&series).unwrap();
-        let all = super::super::of_series(&series, &texts);
+        let all = project_mutants();
         let equivalent = equivalents().unwrap();
         check_equivalents(&all, &equivalent).unwrap();
-        let sample = sample().unwrap().entries;
-        for s in &sample {
-            assert!(
-                all.iter().any(|m| m.id == s.id),
-                "mutants/{CI_SAMPLE}: no mutant {}",
-                s.id
-            );
-        }
+        let sample = sample().unwrap();
+        sampled(&all, &sample).unwrap();
+        let sample = sample.entries;
         assert!(sample
             .iter()
             .all(|s| !equivalent.iter().any(|e| e.id == s.id)));
@@ -230,50 +319,107 @@ mod tests {
         }
     }
 
-    /// An id that moved to another mutant is an error naming it, and the
-    /// text that was judged.
+    /// Two mutants whose mutated lines read the same (`if (0)`): an
+    /// entry moved from one to the other still matches its text, but not
+    /// its digest.
+    fn twins(all: &[Mutant]) -> (&Mutant, &Mutant) {
+        all.iter()
+            .enumerate()
+            .find_map(|(i, a)| {
+                let b = all[i + 1..]
+                    .iter()
+                    .find(|b| b.mutated_line() == a.mutated_line())?;
+                Some((a, b))
+            })
+            .expect("two mutants with the same mutated line")
+    }
+
+    /// An id that moved to another mutant with the same mutated line is
+    /// an error naming the entry, the mutant it is now and the fix.
     #[test]
     fn an_equivalent_id_that_names_another_mutant_is_an_error() {
-        let series = crate::kernel::project_series().unwrap();
-        let texts = super::super::read_patches(&series).unwrap();
-        let all = super::super::of_series(&series, &texts);
-        let mut listed = equivalents().unwrap();
-        let moved = all
-            .iter()
-            .find(|m| m.patch == 0 && !listed.iter().any(|e| e.id == m.id))
-            .unwrap();
-        listed[0].id = moved.id.clone();
-        let err = check_equivalents(&all, &listed).unwrap_err().to_string();
+        let all = project_mutants();
+        let (judged, other) = twins(&all);
+        let moved = Equivalent {
+            id: other.id.clone(),
+            digest: judged.digest.clone(),
+            line: 7,
+            text: judged.mutated_line(),
+            reason: "never taken".into(),
+        };
+        let err = check_equivalents(&all, &[moved]).unwrap_err().to_string();
+        let head = format!(
+            "mutants/EQUIVALENT line 7: {} is no longer the mutant listed",
+            other.id
+        );
+        assert!(err.starts_with(&head), "{err}");
         assert!(
-            err.contains(&moved.id) && err.contains("moved its id"),
+            err.ends_with("run `cargo xtask mutants --list` and update it"),
             "{err}"
         );
+        let gone = Equivalent {
+            id: "0001.9999.cond2".into(),
+            ..moved_back(judged)
+        };
+        let err = check_equivalents(&all, &[gone]).unwrap_err().to_string();
+        assert!(err.contains("line 3: no mutant 0001.9999.cond2"), "{err}");
+        check_equivalents(&all, &[moved_back(judged)]).unwrap();
+    }
+
+    fn moved_back(m: &Mutant) -> Equivalent {
+        Equivalent {
+            id: m.id.clone(),
+            digest: m.digest.clone(),
+            line: 3,
+            text: m.mutated_line(),
+            reason: "r".into(),
+        }
+    }
+
+    /// A CI_SAMPLE line carries no text, only its digest: an id moved to
+    /// another mutant is an error all the same.
+    #[test]
+    fn a_sample_id_that_names_another_mutant_is_an_error() {
+        let all = project_mutants();
+        let (judged, other) = twins(&all);
+        let text = format!("{}  {}  T03  what it was\n", other.id, judged.digest);
+        let sample = sample_entries(parse(&text, "S").unwrap(), "S".into()).unwrap();
+        let err = sampled(&all, &sample).unwrap_err().to_string();
+        let head = format!("S line 1: {} is no longer the mutant listed", other.id);
+        assert!(err.starts_with(&head), "{err}");
+        let text = format!("{}  {}  T03  what it is\n", judged.id, judged.digest);
+        let sample = sample_entries(parse(&text, "S").unwrap(), "S".into()).unwrap();
+        assert_eq!(sampled(&all, &sample).unwrap()[0].id, judged.id);
     }
 
     #[test]
     fn a_sample_line_names_its_killers_and_an_equivalent_its_text() {
         let list = |text| sample_entries(parse(text, "S").unwrap(), "S".to_string());
         assert_eq!(
-            list("0001.5.delete1  T03/t09 what\n").unwrap().entries[0].killers,
+            list("0001.5.delete1 00000000 T03/t09 what\n")
+                .unwrap()
+                .entries[0]
+                .killers,
             ["t03", "t09"]
         );
         let err = list("# nothing\n").unwrap_err().to_string();
         assert!(err.starts_with("S: no mutant in it"), "{err}");
-        let err = list("0001.5.delete1  what it is\n");
+        let err = list("0001.5.delete1 00000000 what it is\n");
         assert!(err
             .unwrap_err()
             .to_string()
             .contains("plan tests that kill it"));
-        let eq =
-            equivalent_entries(parse("0001.5.delete1  `if (0)`  never\n", EQUIVALENT).unwrap());
-        assert_eq!(eq.unwrap()[0].text, "if (0)");
-        let text = "0003.16.arith1  `#define B\t17`  same # a comment\n";
-        let eq = equivalent_entries(parse(text, EQUIVALENT).unwrap()).unwrap();
+        let eq = |text| equivalent_entries(parse(text, EQUIVALENT).unwrap());
         assert_eq!(
-            (eq[0].text.as_str(), eq[0].reason.as_str()),
+            eq("0001.5.delete1 00000000 `if (0)`  never\n").unwrap()[0].text,
+            "if (0)"
+        );
+        let got = eq("0003.16.arith1 00000000 `#define B\t17`  same # a comment\n").unwrap();
+        assert_eq!(
+            (got[0].text.as_str(), got[0].reason.as_str()),
             ("#define B\t17", "same")
         );
-        let err = equivalent_entries(parse("0001.5.delete1  never taken\n", EQUIVALENT).unwrap());
+        let err = eq("0001.5.delete1 00000000 never taken\n");
         assert!(err.unwrap_err().to_string().contains("in backticks"));
     }
 }

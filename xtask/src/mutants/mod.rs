@@ -24,6 +24,7 @@ pub mod units;
 use std::fs;
 
 use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
 
 use self::operators::Op;
 use crate::kernel::series::Series;
@@ -71,6 +72,9 @@ pub struct Mutant {
     /// The file the lines go to, and the first one's line there.
     pub file: String,
     pub new_line: usize,
+    /// What the lists key on beside the id (`hunk_digest`): an id that
+    /// comes to name another mutant changes it.
+    pub digest: String,
 }
 
 /// The patch's number: what its file name starts with (`0002-…`).
@@ -82,11 +86,13 @@ pub fn patch_number(name: &str) -> &str {
 pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
     let mut out = Vec::new();
     let diff = diff_start(text);
+    let lines: Vec<&str> = text.lines().collect();
     for unit in units::units(text) {
         let mut counts = std::collections::HashMap::new();
         for (op, replacement) in operators::mutate(&unit) {
             let n = counts.entry(op).or_insert(0);
             *n += 1;
+            let digest = hunk_digest(&unit, &lines, &replacement);
             out.push(Mutant {
                 id: format!(
                     "{}.{}.{}{n}",
@@ -102,10 +108,34 @@ pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
                 replacement,
                 file: unit.file.clone(),
                 new_line: unit.new_line,
+                digest,
             });
         }
     }
     out
+}
+
+/// Eight hex digits over what a mutant changes and where: its file and
+/// function, the patch line before its unit, the unit's lines, their
+/// replacement and the patch line after. An edit that moves an id onto
+/// another mutant, or changes the mutated line or a neighbour, changes
+/// it; one elsewhere in the patch does not.
+fn hunk_digest(unit: &units::Unit, lines: &[&str], replacement: &[String]) -> String {
+    let before = unit.first.checked_sub(1).and_then(|i| lines.get(i));
+    let after = lines.get(unit.first + unit.lines.len());
+    let mut h = Sha256::new();
+    let function = unit.function.as_deref().unwrap_or("");
+    let parts = [unit.file.as_str(), function, before.copied().unwrap_or("")]
+        .into_iter()
+        .chain(unit.lines.iter().map(String::as_str))
+        .chain(["=>"])
+        .chain(replacement.iter().map(String::as_str))
+        .chain([after.copied().unwrap_or("")]);
+    for part in parts {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..4])
 }
 
 /// The index of a patch's first `diff --git` line. Ids count lines from
@@ -215,6 +245,13 @@ mod tests {
         let n = ids.len();
         ids.dedup();
         assert_eq!(ids.len(), n, "ids are unique");
+        // And so are their digests, which the lists key on: two units of
+        // the same text and neighbours (0004's two walk callbacks) are
+        // told apart by their function.
+        let mut digests: Vec<&str> = all.iter().map(|m| m.digest.as_str()).collect();
+        digests.sort();
+        digests.dedup();
+        assert_eq!(digests.len(), n, "digests are unique");
         // Comments are never mutated.
         assert!(all
             .iter()

@@ -334,6 +334,7 @@ pub(crate) mod tests {
             replacement: vec![],
             file: "f".into(),
             new_line: 1,
+            digest: "00000000".into(),
         }
     }
 
@@ -342,6 +343,8 @@ pub(crate) mod tests {
         let m = |id: &str| mutant(id, "0001");
         let s = |id: &str, killers: &[&str]| Sampled {
             id: id.into(),
+            digest: "00000000".into(),
+            line: 1,
             killers: killers.iter().map(|k| k.to_string()).collect(),
             what: "w".into(),
         };

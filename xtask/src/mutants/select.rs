@@ -83,18 +83,7 @@ fn select(
     sample: Option<&Sample>,
 ) -> Result<Vec<Mutant>> {
     if let Some(sample) = sample {
-        return sample
-            .entries
-            .iter()
-            .map(|s| {
-                all.iter().find(|m| m.id == s.id).cloned().with_context(|| {
-                    format!(
-                        "{}: no mutant {} (`cargo xtask mutants --list` lists them)",
-                        sample.name, s.id
-                    )
-                })
-            })
-            .collect();
+        return lists::sampled(all, sample);
     }
     let patch = match choice.patch {
         None => None,

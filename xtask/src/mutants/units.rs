@@ -18,6 +18,9 @@ pub struct Unit {
     /// The return type of the function the unit is in, when the patch
     /// shows its signature (in the hunk header or a line above).
     pub returns: Option<String>,
+    /// The name of the function the unit is in, where the patch shows it
+    /// as `returns` says: what tells two units of the same text apart.
+    pub function: Option<String>,
     /// False for a statement that goes on in context lines: only
     /// operators within one line apply to it.
     pub complete: bool,
@@ -63,6 +66,7 @@ struct Cutter {
     new_line: usize,
     in_comment: bool,
     returns: Option<String>,
+    function: Option<String>,
     /// The return type of each function defined in the new file so far: a
     /// hunk header names the old file's, which a patch may have changed.
     defined: std::collections::HashMap<String, String>,
@@ -108,18 +112,20 @@ impl Cutter {
         self.new_line = plus
             .and_then(|w| w[1..].split(',').next()?.parse().ok())
             .unwrap_or(1);
-        self.returns = header
+        let shown = header
             .split_once("@@")
-            .and_then(|(_, f)| signature(f.trim_start()))
-            .map(|(ty, name)| self.defined.get(&name).cloned().unwrap_or(ty));
+            .and_then(|(_, f)| signature(f.trim_start()));
+        self.function = shown.as_ref().map(|(_, name)| name.clone());
+        self.returns = shown.map(|(ty, name)| self.defined.get(&name).cloned().unwrap_or(ty));
     }
 
     /// A line of the new file: a function defined on it sets the type
     /// that the returns below it are forced to.
     fn new_file_line(&mut self, code: &str) {
         if let Some((ty, name)) = signature(code) {
-            self.defined.insert(name, ty.clone());
+            self.defined.insert(name.clone(), ty.clone());
             self.returns = Some(ty);
+            self.function = Some(name);
         }
     }
 
@@ -142,6 +148,7 @@ impl Cutter {
             file: self.file.clone(),
             new_line: self.new_line,
             returns: self.returns.clone(),
+            function: self.function.clone(),
             complete: false,
             kind: Kind::Other,
         });
