@@ -572,13 +572,7 @@ fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
         None => args.series()?,
     };
     let cache = Cache::open(&args.cache_dir)?;
-    let source = match (&args.git, &args.kernel_src) {
-        (Some(range), Some(repo)) => KernelSource::git(repo, &range.base)?,
-        (_, Some(path)) => KernelSource::from_path(path)?,
-        (_, None) => KernelSource::Debian {
-            release: debian::fetch(cache.root(), &args.debian)?,
-        },
-    };
+    let source = resolve(args, &cache)?;
     let key = source.cache_key()?;
     let pristine = source.pristine(&cache, &key)?;
     Ok(Opened {
@@ -587,6 +581,33 @@ fn open(args: &SourceConfig, series: Option<Series>) -> Result<Opened> {
         cache,
         key,
         pristine,
+    })
+}
+
+/// The source `args` names, a Debian one fetched (or found in `cache`).
+fn resolve(args: &SourceConfig, cache: &Cache) -> Result<KernelSource> {
+    Ok(match (&args.git, &args.kernel_src) {
+        (Some(range), Some(repo)) => KernelSource::git(repo, &range.base)?,
+        (_, Some(path)) => KernelSource::from_path(path)?,
+        (_, None) => KernelSource::Debian {
+            release: debian::fetch(cache.root(), &args.debian)?,
+        },
+    })
+}
+
+/// What identifies `args`'s kernel source as a build takes it: a Debian
+/// upload's package and exact version, a git commit, a tarball's path,
+/// size and mtime, a directory's path (not its contents). Resolves a
+/// Debian source as a build does.
+pub fn source_identity(args: &SourceConfig) -> Result<String> {
+    in_cache(args, || {
+        let cache = Cache::open(&args.cache_dir)?;
+        let source = resolve(args, &cache)?;
+        let package = match &source {
+            KernelSource::Debian { release } => format!(" {} {}", release.package, release.version),
+            _ => String::new(),
+        };
+        Ok(format!("{}{package}", source.cache_key()?))
     })
 }
 

@@ -44,9 +44,9 @@ impl Judged {
 /// there.
 pub fn run(source: &SourceConfig, chosen: &Chosen, options: &JudgeOptions) -> Result<Judged> {
     let run_dir = project::new_run_dir(&source.cache_dir, "mutants")?;
-    // The tests, the guest image and the kernels' configuration: a change
-    // to any of them can change an outcome.
-    let tests = judge::tests_key(options)?;
+    // What besides the mutated series decides an outcome: a change to any
+    // of it runs the mutant again.
+    let decides = judge::what_decides(options, source, &chosen.series)?;
     let counted: Vec<&Mutant> = chosen
         .mutants
         .iter()
@@ -67,7 +67,7 @@ pub fn run(source: &SourceConfig, chosen: &Chosen, options: &JudgeOptions) -> Re
         source,
         series: &chosen.series,
         texts: &chosen.texts,
-        tests: &tests,
+        decides: &decides,
         run_dir: &run_dir,
         sample,
     };

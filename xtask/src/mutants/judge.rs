@@ -21,18 +21,18 @@ use super::outcome::Outcome;
 use super::Mutant;
 use super::{JudgeOptions, MutantJudge};
 use crate::kernel::series::Series;
-use crate::kernel::SourceConfig;
+use crate::kernel::{self, SourceConfig};
 use crate::project;
 
 /// What judging the mutants needs: the options, the source,
-/// the series and its patches' texts, the tests' key, the run's
-/// directory and the sample.
+/// the series and its patches' texts, what else keys an outcome in the
+/// ledger, the run's directory and the sample.
 pub struct Judging<'a> {
     pub options: &'a JudgeOptions,
     pub source: &'a SourceConfig,
     pub series: &'a Series,
     pub texts: &'a [String],
-    pub tests: &'a str,
+    pub decides: &'a ledger::Decides,
     pub run_dir: &'a std::path::Path,
     pub sample: Option<&'a Sample>,
 }
@@ -63,7 +63,7 @@ pub fn judge_all(
             continue;
         }
         let mutated = m.patch_text(&texts[m.patch]);
-        let key = ledger_key(ctx.series, texts, (m.patch, &mutated), ctx.tests)?;
+        let key = ledger_key(ctx.series, texts, (m.patch, &mutated), ctx.decides)?;
         let outcome = match ledger.get(&key).filter(|_| !ctx.options.fresh) {
             Some((o, secs)) => {
                 remembered += secs;
@@ -110,26 +110,53 @@ pub fn judge_all(
     Ok((outcomes, remembered))
 }
 
-/// What besides the mutated series keys an outcome in the ledger: the
-/// tests, the guest image and the kernels' configuration (a change to any
-/// of them can change an outcome), whether the kernels are debug ones,
-/// and for the fuzzer its host side, its seed and budget.
-pub fn tests_key(options: &JudgeOptions) -> Result<String> {
-    let mut tests = ledger::tests_digest(
-        &project::root(),
+/// What besides the mutated series keys an outcome in the ledger (a
+/// change to any of it can change an outcome): the tests, the guest image
+/// and the kernels' configuration; the host's judge; the kernel source and
+/// its version; the series' base and variants; `--accel`; whether the
+/// kernels are debug ones, and for the fuzzer its host side, its seed and
+/// budget.
+pub fn what_decides(
+    options: &JudgeOptions,
+    source: &SourceConfig,
+    series: &Series,
+) -> Result<ledger::Decides> {
+    let root = project::root();
+    let tests = ledger::tests_digest(
+        &root,
         &["selftests", "guest-common", "vm-images", "kconfig"],
     )?;
-    if options.debug {
-        tests.push_str(" debug");
+    let mut judge = if options.debug { "debug" } else { "lean" }.to_string();
+    if options.judge == MutantJudge::Fuzz {
+        let host = ledger::tests_digest(&root, &["xtask/src/fuzz"])?;
+        judge += &format!(
+            " fuzz {host} seed {} for {} s",
+            options.seed, options.fuzz_seconds
+        );
     }
-    if options.judge == MutantJudge::Plan {
-        return Ok(tests);
-    }
-    let host = ledger::tests_digest(&project::root(), &["xtask/src/fuzz"])?;
-    Ok(format!(
-        "{tests} fuzz {host} seed {} for {} s",
-        options.seed, options.fuzz_seconds
-    ))
+    Ok(ledger::Decides {
+        tests,
+        host_judge: ledger::tests_digest(&root, ledger::HOST_JUDGE)?,
+        source: kernel::source_identity(source)?,
+        variants: variants_of(series),
+        accel: format!("{:?}", options.accel),
+        judge,
+    })
+}
+
+/// The series' base (its name and patches) and each variant with how
+/// many patches it has, on one line.
+fn variants_of(series: &Series) -> String {
+    let base = series.base.patches.iter().map(|p| p.sha256.as_str());
+    let variants = series
+        .variants
+        .iter()
+        .map(|v| format!("{}:{}", v.name, v.patches));
+    std::iter::once(series.base.name.as_str().to_string())
+        .chain(base.map(str::to_string))
+        .chain(variants)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// How a mutant's kernel is built, in its outcome's key: an outcome
@@ -139,12 +166,13 @@ const BUILD_PATH: &str = "built as the claimed variant's whole series";
 
 /// The key of a mutant's outcome: the variant it is held to, how its
 /// kernel is built, that kernel's patches (`texts` up to the variant's
-/// last, with `mutated` in place of patch `index`), and the tests.
+/// last, with `mutated` in place of patch `index`), and what else
+/// decides it.
 fn ledger_key(
     series: &Series,
     texts: &[String],
     (index, mutated): (usize, &str),
-    tests: &str,
+    decides: &ledger::Decides,
 ) -> Result<String> {
     let claim = claim_for(series, index)?;
     let held = series.variant(&claim).context("a claim of no variant")?;
@@ -152,7 +180,7 @@ fn ledger_key(
     for (i, text) in texts[..held.patches].iter().enumerate() {
         bodies.push(if i == index { mutated } else { text }.as_bytes());
     }
-    Ok(ledger::key(&bodies, tests))
+    Ok(ledger::key(&bodies, decides))
 }
 
 /// Builds one mutant's kernel (its claimed variant's whole series, the
@@ -227,8 +255,9 @@ mod tests {
             found.expect("a patch of the series")
         };
         let (p2, p3) = (at("0002-"), at("0003-"));
+        let decides = ledger::Decides::default();
         let key = |texts: &[String], index: usize| {
-            ledger_key(&series, texts, (index, "mutated"), "tests").unwrap()
+            ledger_key(&series, texts, (index, "mutated"), &decides).unwrap()
         };
         let mut edited = texts.clone();
         edited[p3].push_str("\n-- \nedited\n");
@@ -240,9 +269,28 @@ mod tests {
         let old_path = |index: usize| {
             let mut bodies: Vec<&[u8]> = texts[..index].iter().map(|t| t.as_bytes()).collect();
             bodies.push(b"mutated");
-            ledger::key(&bodies, "tests")
+            ledger::key(&bodies, &decides)
         };
         assert_ne!(key(&texts, p3), old_path(p3), "0003's old key is taken");
         assert_ne!(key(&texts, p2), old_path(p2));
+    }
+
+    /// The variant a mutant is held to follows the mapping: a changed
+    /// mapping, or base, is a changed key.
+    #[test]
+    fn the_variants_line_follows_the_mapping_and_the_base() {
+        let series = crate::kernel::project_series().unwrap();
+        let line = variants_of(&series);
+        assert!(
+            line.contains(&format!("{}:", series.variants[0].name)),
+            "{line}"
+        );
+        let mut moved = series.clone();
+        moved.variants[1].patches += 1;
+        assert_ne!(variants_of(&moved), line);
+        let mut based = series.clone();
+        based.base.patches.clear();
+        based.base.name = crate::kernel::series::BaseName::Base;
+        assert_ne!(variants_of(&based), line);
     }
 }

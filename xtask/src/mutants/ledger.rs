@@ -1,8 +1,10 @@
 //! Outcomes kept across runs (`<cache>/mutants/ledger.json`), so a long
 //! run that stops resumes where it was. An outcome holds for one mutated
-//! series and one state of the tests: its key hashes the patches the
-//! mutant's kernel is built from and every source file of the guest's
-//! tests, so editing a test or a patch runs the mutant again.
+//! series and one state of everything that decides it (`Decides`): its
+//! key hashes the patches the mutant's kernel is built from, every source
+//! file of the guest's tests, the host's judge, the kernel source and its
+//! version, the series' variants and the accelerator, so a change to any
+//! of them runs the mutant again.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -82,23 +84,77 @@ fn read_entries(path: &Path) -> Result<BTreeMap<String, Entry>> {
     Ok(ledger.entries)
 }
 
+/// What besides the mutated series decides a mutant's outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decides {
+    /// The guest's side: its tests, its image, the kernels' configuration
+    /// (a `tests_digest`).
+    pub tests: String,
+    /// The host's judge: `plan/`, `vm/judge.rs`, `report/protocol.rs`,
+    /// `mutants/outcome.rs` and `mutants/kernel_judge.rs` (a
+    /// `tests_digest`).
+    pub host_judge: String,
+    /// The kernel source and its version (`kernel::source_identity`).
+    pub source: String,
+    /// The series' base and variants, each with how many patches it has:
+    /// what decides the variant a mutant is held to.
+    pub variants: String,
+    /// The accelerator asked for (`--accel`).
+    pub accel: String,
+    /// How it is judged: debug kernels or not, the fuzzer's host side,
+    /// seed and seconds.
+    pub judge: String,
+}
+
+impl Decides {
+    fn parts(&self) -> [(&str, &str); 6] {
+        [
+            ("tests", &self.tests),
+            ("host judge", &self.host_judge),
+            ("source", &self.source),
+            ("variants", &self.variants),
+            ("accel", &self.accel),
+            ("judge", &self.judge),
+        ]
+    }
+}
+
 /// The key of a mutant's outcome: its kernel's patches (the mutated one
-/// included) and the tests' sources.
-pub fn key(patches: &[&[u8]], tests: &str) -> String {
+/// included) and what else decides it.
+pub fn key(patches: &[&[u8]], decides: &Decides) -> String {
     let mut h = Sha256::new();
     for p in patches {
         h.update(Sha256::digest(p));
     }
-    h.update(tests.as_bytes());
+    for (name, value) in decides.parts() {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(value.as_bytes());
+        h.update([0]);
+    }
     hex::encode(h.finalize())
 }
 
-/// One hash over every file under `dirs` (build outputs aside), by path
-/// and content.
+/// The files of the host's judge, from the project's root.
+pub const HOST_JUDGE: &[&str] = &[
+    "xtask/src/plan",
+    "xtask/src/vm/judge.rs",
+    "xtask/src/report/protocol.rs",
+    "xtask/src/mutants/outcome.rs",
+    "xtask/src/mutants/kernel_judge.rs",
+];
+
+/// One hash over every file under `dirs` (build outputs aside), or that
+/// a path of `dirs` names, by path and content.
 pub fn tests_digest(root: &Path, dirs: &[&str]) -> Result<String> {
     let mut files = Vec::new();
     for d in dirs {
-        collect(&root.join(d), &mut files)?;
+        let path = root.join(d);
+        if path.is_file() {
+            files.push(path);
+        } else {
+            collect(&path, &mut files)?;
+        }
     }
     files.sort();
     let mut h = Sha256::new();
@@ -140,9 +196,9 @@ mod tests {
     fn an_outcome_comes_back_for_its_key_and_survives_a_reopen() {
         let t = tempdir();
         let mut l = Ledger::open(&t).unwrap();
-        let k = key(&[b"0001", b"0002 mutated"], "tests");
-        assert_ne!(k, key(&[b"0001", b"0002 mutated"], "tests edited"));
-        assert_ne!(k, key(&[b"0001", b"0002 other"], "tests"));
+        let c = Decides::default();
+        let k = key(&[b"0001", b"0002 mutated"], &c);
+        assert_ne!(k, key(&[b"0001", b"0002 other"], &c));
         assert!(l.get(&k).is_none());
         l.put(k.clone(), "0002.1.cmp1", Outcome::Survived, 3.0)
             .unwrap();
@@ -151,6 +207,60 @@ mod tests {
         fs::write(t.join("mutants/ledger.json"), "{").unwrap();
         let err = format!("{:#}", Ledger::open(&t).unwrap_err());
         assert!(err.contains("is corrupt: remove it"), "{err}");
+        fs::remove_dir_all(t).unwrap();
+    }
+
+    /// Each thing that decides an outcome is in its key: a change to any
+    /// one of them runs the mutant again.
+    #[test]
+    fn the_key_changes_with_everything_that_decides() {
+        let base = Decides {
+            tests: "t".into(),
+            host_judge: "h".into(),
+            source: "debian-7.3.4-1 linux-source-7.3 7.3.4-1".into(),
+            variants: "eager mainline:1 direct:3".into(),
+            accel: "Kvm".into(),
+            judge: "lean".into(),
+        };
+        let patches: [&[u8]; 2] = [b"0001", b"0002 mutated"];
+        let k = key(&patches, &base);
+        type Edit = fn(&mut Decides);
+        let edits: [(&str, Edit); 6] = [
+            ("tests", |c| c.tests.push('!')),
+            ("host judge", |c| c.host_judge.push('!')),
+            ("source", |c| {
+                c.source = "debian-7.3.5-1 linux-source-7.3 7.3.5-1".into()
+            }),
+            ("variants", |c| {
+                c.variants = "eager mainline:1 direct:2".into()
+            }),
+            ("accel", |c| c.accel = "Tcg".into()),
+            ("judge", |c| c.judge.push_str(" debug")),
+        ];
+        for (what, edit) in edits {
+            let mut c = base.clone();
+            edit(&mut c);
+            assert_ne!(key(&patches, &c), k, "{what} is not in the key");
+        }
+        // Parts do not run into each other.
+        let mut moved = base.clone();
+        moved.tests = "th".into();
+        moved.host_judge = String::new();
+        assert_ne!(key(&patches, &moved), k);
+    }
+
+    #[test]
+    fn the_host_judges_files_are_there_and_counted() {
+        let root = crate::project::root();
+        for f in HOST_JUDGE {
+            assert!(root.join(f).exists(), "{f}");
+        }
+        let t = tempdir();
+        fs::create_dir_all(t.join("d")).unwrap();
+        fs::write(t.join("one.rs"), "a").unwrap();
+        let d1 = tests_digest(&t, &["one.rs", "d"]).unwrap();
+        fs::write(t.join("one.rs"), "b").unwrap();
+        assert_ne!(tests_digest(&t, &["one.rs", "d"]).unwrap(), d1);
         fs::remove_dir_all(t).unwrap();
     }
 
