@@ -193,6 +193,10 @@ pub fn runner_summary(sides: &[Side]) -> String {
     out
 }
 
+/// The line of a run with no regression (other rules may still fail it).
+pub const NO_REGRESSION: &str =
+    "no regression: nothing fails on a variant of the series that passes on base";
+
 /// The lines that say what the comparison means, for the end of a run.
 pub fn verdict(f: &Findings) -> Vec<String> {
     let groups: [(&[String], &str); 4] = [
@@ -216,9 +220,7 @@ pub fn verdict(f: &Findings) -> Vec<String> {
         })
         .collect();
     if !f.fails() {
-        out.push(
-            "no regression: nothing fails on a variant of the series that passes on base".into(),
-        );
+        out.push(NO_REGRESSION.into());
     }
     out
 }

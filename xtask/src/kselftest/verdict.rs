@@ -42,29 +42,12 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
         compare::runner_summary(&sides)
     );
     let findings = compare::findings(&sides);
-    let mut verdict = compare::verdict(&findings);
     let broken = if held.any {
         held::held(&sides, held)
     } else {
         Vec::new()
     };
-    if !broken.is_empty() {
-        // A new test failing where its change is says the change (or the
-        // test) is wrong, not the VM; the advice goes by the rows broken.
-        let about_new = |b: &String| held.new.iter().any(|t| b.contains(&format!(":{t}")));
-        let mut fixes = Vec::new();
-        if broken.iter().any(|b| !about_new(b)) {
-            fixes.push("fix what the VM lacks, or move a test to kselftest/DENYLIST with why");
-        }
-        if broken.iter().any(about_new) {
-            fixes.push("a test --new-on names must pass, not skip, on its variant and the ones after it, and must not pass on those before: fix the change or the test, or name the variant it is new in");
-        }
-        let fix = fixes.join("; ");
-        verdict.push(format!(
-            "FAIL: the tests run must pass on every kernel (-t's tests may skip on none, base included; the default set may skip only where base skips too; --new-on exempts the kernels before its variant, where the named tests must not pass): {}; {fix}",
-            broken.join("; ")
-        ));
-    }
+    let verdict = verdict_lines(&findings, &broken, &held.new);
     let default_set_failed = !broken.is_empty();
     let mut text = format!("{table}\n{}\n", verdict.join("\n"));
     text.push_str(&skipped(runs));
@@ -89,6 +72,34 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
         counts: Counts::total(&kernel_runs),
         failed: findings.fails() || default_set_failed,
     })
+}
+
+/// What the comparison and the held tests mean, a line each: with a held
+/// rule broken the run fails, and no line may read as a pass.
+fn verdict_lines(findings: &compare::Findings, broken: &[String], new: &[String]) -> Vec<String> {
+    let mut verdict = compare::verdict(findings);
+    if broken.is_empty() {
+        return verdict;
+    }
+    // Base against the variants found nothing, but the run fails: a
+    // "no regression" line above its FAIL would read as a pass.
+    verdict.retain(|line| line != compare::NO_REGRESSION);
+    // A new test failing where its change is says the change (or the
+    // test) is wrong, not the VM; the advice goes by the rows broken.
+    let about_new = |b: &String| new.iter().any(|t| b.contains(&format!(":{t}")));
+    let mut fixes = Vec::new();
+    if broken.iter().any(|b| !about_new(b)) {
+        fixes.push("fix what the VM lacks, or move a test to kselftest/DENYLIST with why");
+    }
+    if broken.iter().any(about_new) {
+        fixes.push("a test --new-on names must pass, not skip, on its variant and the ones after it, and must not pass on those before: fix the change or the test, or name the variant it is new in");
+    }
+    let fix = fixes.join("; ");
+    verdict.push(format!(
+        "FAIL: the tests run must pass on every kernel (-t's tests may skip on none, base included; the default set may skip only where base skips too; --new-on exempts the kernels before its variant, where the named tests must not pass): {}; {fix}",
+        broken.join("; ")
+    ));
+    verdict
 }
 
 /// Every skipped test, by kernel, so that none goes unnamed.
@@ -166,5 +177,20 @@ mod tests {
             "denylisted but passed on eager (1): test_maps:gone; remove them from kselftest/DENYLIST (or DENYLIST.lean, as each result's message says) once they pass on every kernel\n"
         );
         assert_eq!(skipped(&runs), "skipped on eager (1): test_maps:b\n");
+    }
+
+    #[test]
+    fn a_broken_held_rule_leaves_no_line_that_reads_as_a_pass() {
+        let clean = compare::Findings::default();
+        assert_eq!(verdict_lines(&clean, &[], &[]), [compare::NO_REGRESSION]);
+        let broken = ["test_progs:mine skips on base: -t names it".to_string()];
+        let lines = verdict_lines(&clean, &broken, &[]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("FAIL: "), "{lines:?}");
+        assert!(lines[0].contains("fix what the VM lacks"), "{lines:?}");
+        let new = ["mine".to_string()];
+        let lines = verdict_lines(&clean, &broken, &new);
+        assert!(lines[0].contains("a test --new-on names"), "{lines:?}");
+        assert!(!lines[0].contains("fix what the VM lacks"), "{lines:?}");
     }
 }
