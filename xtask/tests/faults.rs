@@ -1236,11 +1236,20 @@ fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
 #[ignore = "builds and boots kernels: run by cargo xtask ci"]
 fn a_mutant_of_a_variants_first_patch_is_held_only_by_what_it_changes() {
     let id = "0002.28.return2";
+    // Its digest as CI_SAMPLE has it, so that the line is read and judged.
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let ci_sample = fs::read_to_string(project.join("mutants/CI_SAMPLE")).unwrap();
+    let digest = ci_sample
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&id))
+        .map(|w| w[1].to_string())
+        .expect("CI_SAMPLE names 0002.28.return2");
     let dir = tempdir("first-of-two");
     let file = dir.join("SAMPLE");
     fs::write(
         &file,
-        format!("{id}  T22  said to fall to 0003's arena test\n"),
+        format!("{id}  {digest}  T22  said to fall to 0003's arena test\n"),
     )
     .unwrap();
     // --fresh: judged here, not taken from the ledger.
