@@ -98,8 +98,10 @@ pub fn judge_all(
                     o.word(),
                     o.detail()
                 );
-                // A host failure says nothing of the mutant: not kept.
-                if !matches!(o, Outcome::Error { .. }) {
+                // A host failure, or a judge that could not decide (the
+                // fuzzer short of what it was to try), says nothing of
+                // the mutant: not kept, so the next run judges it again.
+                if !matches!(o, Outcome::Error { .. } | Outcome::Undecided { .. }) {
                     ledger.put(key, &m.id, o.clone(), secs)?;
                 }
                 o

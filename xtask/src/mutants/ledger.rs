@@ -90,7 +90,8 @@ pub struct Decides {
     /// The guest's side: its tests, its image, the kernels' configuration
     /// (a `tests_digest`).
     pub tests: String,
-    /// The host's judge: `plan/`, `vm/judge.rs`, `report/protocol.rs`,
+    /// The host's judge: `plan/`, `vm/judge.rs`, `vm/console.rs` and
+    /// `vm/process.rs` (splats and panics), `report/protocol.rs`,
     /// `mutants/outcome.rs` and `mutants/kernel_judge.rs` (a
     /// `tests_digest`).
     pub host_judge: String,
@@ -139,6 +140,8 @@ pub fn key(patches: &[&[u8]], decides: &Decides) -> String {
 pub const HOST_JUDGE: &[&str] = &[
     "xtask/src/plan",
     "xtask/src/vm/judge.rs",
+    "xtask/src/vm/console.rs",
+    "xtask/src/vm/process.rs",
     "xtask/src/report/protocol.rs",
     "xtask/src/mutants/outcome.rs",
     "xtask/src/mutants/kernel_judge.rs",
