@@ -17,7 +17,7 @@ use super::host_noise;
 use super::model::fit_report;
 use super::options::BenchOptions;
 use super::plot;
-use super::record::{gate, gate_targets, read_targets_met};
+use super::record::{gate, gate_targets, read_targets_met, record_holds};
 use super::seed::seed_table;
 use super::sparse::sparse_table;
 use super::targets::{targets, Targets};
@@ -76,6 +76,9 @@ pub(super) fn report(
     write_outputs(&opts.out, &text, &json, clock, results)?;
     let mut failed = false;
     if opts.gate {
+        failed |= gate(results, clock, unsteady, shape)?;
+    } else if opts.record && record_holds(shape)? {
+        eprintln!("bench: --record holds this run to the record it would replace (same shape), as --gate does");
         failed |= gate(results, clock, unsteady, shape)?;
     }
     if opts.gate_targets {

@@ -118,6 +118,27 @@ pub(super) fn read_targets_met() -> Result<String> {
     })
 }
 
+/// Whether `--record` holds this run to the record it would replace, as
+/// `--gate` does: whenever that record was made in this run's shape, so
+/// only a run made otherwise (another bench, QEMU, memory or series)
+/// starts a record afresh, and a slower row never replaces a faster one
+/// quietly. No record yet holds nothing.
+pub(super) fn record_holds(shape: &RunShape) -> Result<bool> {
+    let path = record_path();
+    match fs::read_to_string(&path) {
+        Ok(text) => recorded_in_shape(&text, shape)
+            .with_context(|| format!("parsing {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Whether the record `text` was made in `shape`.
+fn recorded_in_shape(text: &str, shape: &RunShape) -> Result<bool> {
+    let record: BenchRecord = serde_json::from_str(text)?;
+    Ok(record.shape.mismatch(shape).is_none())
+}
+
 pub(super) fn read_record() -> Result<BenchRecord> {
     let path = record_path();
     let text = fs::read_to_string(&path).with_context(|| {
@@ -321,6 +342,18 @@ mod tests {
             "an empty list holds nothing"
         );
         assert!(gate_targets(None, "adaptive", held));
+    }
+
+    #[test]
+    fn a_record_of_this_runs_shape_holds_the_run_that_would_replace_it() {
+        let shape = crate::bench::shape::tests::shape();
+        let record = BenchRecord::of(&[two_boots("eager")], shape.clone());
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(recorded_in_shape(&text, &shape).unwrap());
+        let mut other = shape.clone();
+        other.quick = false;
+        assert!(!recorded_in_shape(&text, &other).unwrap());
+        assert!(recorded_in_shape("{", &shape).is_err());
     }
 
     fn met(words: &[&'static str]) -> Targets {
