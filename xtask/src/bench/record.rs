@@ -126,8 +126,9 @@ pub(super) fn read_targets_met() -> Result<String> {
 pub(super) fn record_holds(shape: &RunShape) -> Result<bool> {
     let path = record_path();
     match fs::read_to_string(&path) {
-        Ok(text) => recorded_in_shape(&text, shape)
-            .with_context(|| format!("parsing {}", path.display())),
+        Ok(text) => {
+            recorded_in_shape(&text, shape).with_context(|| format!("parsing {}", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }

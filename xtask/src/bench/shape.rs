@@ -44,6 +44,11 @@ pub struct ShapePins {
     pub qemu_args: Vec<String>,
     /// The series' patches (`Series::hash`, the base's included).
     pub patches_sha256: String,
+    /// `rustc --version` of the toolchain that built the bench binary:
+    /// the GitHub workflow's jobs pin it, so their binary is this one
+    /// (`ci::steps`'s tests hold them to it).
+    #[serde(default)]
+    pub rustc_version: String,
 }
 
 impl RunShape {
@@ -99,6 +104,11 @@ impl RunShape {
             pins.patches_sha256.clone(),
             field(|p| p.patches_sha256.clone()),
         );
+        differs(
+            "rustc",
+            pins.rustc_version.clone(),
+            field(|p| p.rustc_version.clone()),
+        );
         (!apart.is_empty()).then(|| format!("with {}", apart.join("; ")))
     }
 }
@@ -120,8 +130,24 @@ pub fn pins(
         memory_mib: cfg.memory_mib,
         qemu_args: qemu::qemu_args(&cfg),
         patches_sha256: series.hash(),
+        rustc_version: rustc_version()?,
     })
 }
+
+/// `rustc --version`, as cargo resolves the toolchain for the guest build.
+fn rustc_version() -> Result<String> {
+    let out = std::process::Command::new("rustc")
+        .arg("--version")
+        .current_dir(crate::project::root())
+        .output()
+        .context("running rustc --version")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.lines().next() {
+        Some(line) if out.status.success() => Ok(line.trim().to_string()),
+        _ => anyhow::bail!("rustc --version gave no version ({})", out.status),
+    }
+}
+
 
 /// A bench boot's QEMU configuration, its files and kernel as
 /// placeholders: what every boot of a run shares.
@@ -161,6 +187,7 @@ pub mod tests {
                 memory_mib: 4096,
                 qemu_args: vec!["-m".into(), "4096M".into()],
                 patches_sha256: "p1".into(),
+                rustc_version: "rustc 1.95.0 (59807616e 2026-04-14)".into(),
             }),
         }
     }
@@ -177,6 +204,7 @@ pub mod tests {
         pins.memory_mib = 8192;
         pins.qemu_args = vec!["-m".into(), "8192M".into()];
         pins.patches_sha256 = "p2".into();
+        pins.rustc_version = "rustc 1.96.0 (0 2026-05-28)".into();
         let why = recorded.mismatch(&run).unwrap();
         for part in [
             "--quick true, this run false",
@@ -185,6 +213,7 @@ pub mod tests {
             "memory MiB 4096, this run 8192",
             "QEMU arguments [\"-m\", \"4096M\"], this run [\"-m\", \"8192M\"]",
             "patches sha256 p1, this run p2",
+            "rustc rustc 1.95.0 (59807616e 2026-04-14), this run rustc 1.96.0",
         ] {
             assert!(why.contains(part), "{why} lacks {part}");
         }

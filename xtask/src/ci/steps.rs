@@ -657,4 +657,40 @@ mod tests {
             ["vmtest-eager", "share", "fmt", "clippy"]
         );
     }
+
+    /// The release a `rustc --version` line names: `1.95.0` of
+    /// `rustc 1.95.0 (59807616e 2026-04-14)`.
+    fn rustc_release(version: &str) -> Option<&str> {
+        version.strip_prefix("rustc ")?.split_whitespace().next()
+    }
+
+    /// The workflow's bench job gates against the bench record, whose
+    /// shape pins the bench binary's digest: only the same rustc builds
+    /// that binary, so every job pins the record's toolchain.
+    #[test]
+    fn the_workflow_pins_the_toolchain_the_record_was_made_with() {
+        let root = crate::project::root();
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join("docs/bench/icount.json")).unwrap(),
+        )
+        .unwrap();
+        let version = record["pins"]["rustc_version"].as_str().unwrap_or_else(|| {
+            panic!("the record pins no rustc: record again with `cargo xtask bench --quick --repeat 3 --kernel all --record`")
+        });
+        let release = rustc_release(version).unwrap();
+        assert_eq!(
+            rustc_release("rustc 1.95.0 (59807616e 2026-04-14)"),
+            Some("1.95.0")
+        );
+        let workflow = std::fs::read_to_string(root.join(WORKFLOW)).unwrap();
+        let pinned: Vec<&str> = workflow
+            .lines()
+            .filter_map(|l| l.split("dtolnay/rust-toolchain@").nth(1))
+            .map(str::trim)
+            .collect();
+        assert!(!pinned.is_empty(), "no job of the workflow sets up rust");
+        for toolchain in pinned {
+            assert_eq!(toolchain, release, "the record was made with {version}");
+        }
+    }
 }
