@@ -23,6 +23,7 @@ use super::{JudgeOptions, MutantJudge};
 use crate::kernel::series::Series;
 use crate::kernel::{self, SourceConfig};
 use crate::project;
+use crate::vm::qemu::{Accel, AccelChoice};
 
 /// What judging the mutants needs: the options, the source,
 /// the series and its patches' texts, what else keys an outcome in the
@@ -141,9 +142,25 @@ pub fn what_decides(
         host_judge: ledger::tests_digest(&root, ledger::HOST_JUDGE)?,
         source: kernel::source_identity(source)?,
         variants: variants_of(series),
-        accel: format!("{:?}", options.accel),
+        accel: accel_key(options.accel, || {
+            crate::vm::accel::auto_tries_kvm(&source.cache_dir)
+        }),
         judge,
     })
+}
+
+/// The accelerator the outcomes are judged under, for the ledger: `auto`
+/// resolved as its first boot will resolve it (KVM where this host can
+/// run a kernel under it), so an outcome judged under TCG is never taken
+/// for one under KVM, nor the reverse.
+fn accel_key(asked: AccelChoice, auto_tries_kvm: impl FnOnce() -> bool) -> String {
+    let accel = match asked {
+        AccelChoice::Auto if auto_tries_kvm() => Accel::Kvm,
+        AccelChoice::Auto => Accel::Tcg,
+        AccelChoice::Kvm => Accel::Kvm,
+        AccelChoice::Tcg => Accel::Tcg,
+    };
+    format!("{accel:?}")
 }
 
 /// The series' base (its name and patches) and each variant with how
@@ -241,6 +258,15 @@ fn judge_first(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_keys_the_ledger_as_the_accelerator_it_will_boot_with() {
+        let never = || -> bool { panic!("only auto asks the host") };
+        assert_eq!(accel_key(AccelChoice::Kvm, never), "Kvm");
+        assert_eq!(accel_key(AccelChoice::Tcg, never), "Tcg");
+        assert_eq!(accel_key(AccelChoice::Auto, || true), "Kvm");
+        assert_eq!(accel_key(AccelChoice::Auto, || false), "Tcg");
+    }
     use crate::mutants::read_patches;
 
     /// A mutant's outcome is keyed on its claimed variant's whole series

@@ -100,7 +100,8 @@ pub struct Decides {
     /// The series' base and variants, each with how many patches it has:
     /// what decides the variant a mutant is held to.
     pub variants: String,
-    /// The accelerator asked for (`--accel`).
+    /// The accelerator the boots take (`--accel`, `auto` resolved by
+    /// `judge::accel_key`).
     pub accel: String,
     /// How it is judged: debug kernels or not, the fuzzer's host side,
     /// seed and seconds.
