@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use super::kernel_judge as judge;
 use super::lists::Sample;
 use super::outcome::Outcome;
-use super::JudgeOptions;
 use super::Mutant;
+use super::{JudgeOptions, MutantJudge};
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 
@@ -101,9 +101,10 @@ pub(super) fn control_one(
     let o = judged?;
     if o != Outcome::Survived {
         bail!(
-            "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; it was built as its mutants are (the variant's whole series in the mutants' tree): if `cargo xtask vmtest --kernel {claim}` passes, that path is at fault",
+            "the control failed: the judge on the unmutated {claim} kernel gave \"{}: {}\", so no mutant's outcome would mean anything; it was built as its mutants are (the variant's whole series in the mutants' tree): if `{}` passes, that path is at fault",
             o.word(),
-            o.detail()
+            o.detail(),
+            same_judge_command(options, claim)
         );
     }
     let which = if tests.is_empty() {
@@ -118,9 +119,49 @@ pub(super) fn control_one(
     Ok(())
 }
 
+/// The command that judges `claim`'s own kernel (built the usual way)
+/// as the mutants are judged: the plan or the fuzzer, lean or debug.
+fn same_judge_command(options: &JudgeOptions, claim: &str) -> String {
+    let debug = if options.debug { " --debug" } else { "" };
+    match options.judge {
+        MutantJudge::Plan => format!("cargo xtask vmtest --kernel {claim}{debug}"),
+        MutantJudge::Fuzz => format!(
+            "cargo xtask fuzz --kernel {claim}{debug} --seed {} --seconds {}",
+            options.seed, options.fuzz_seconds
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_control_names_the_run_that_judges_the_kernel_alike() {
+        let mut o = JudgeOptions {
+            judge: MutantJudge::Plan,
+            debug: false,
+            accel: crate::vm::qemu::AccelChoice::Auto,
+            fresh: false,
+            seed: 7,
+            fuzz_seconds: 30,
+            minutes: None,
+        };
+        assert_eq!(
+            same_judge_command(&o, "direct"),
+            "cargo xtask vmtest --kernel direct"
+        );
+        o.debug = true;
+        assert_eq!(
+            same_judge_command(&o, "direct"),
+            "cargo xtask vmtest --kernel direct --debug"
+        );
+        o.judge = MutantJudge::Fuzz;
+        assert_eq!(
+            same_judge_command(&o, "adaptive"),
+            "cargo xtask fuzz --kernel adaptive --debug --seed 7 --seconds 30"
+        );
+    }
     use crate::mutants::kernel_judge::{claim_for, judged_series, MUTANT_VARIANT};
 
     /// Each claim's control is the kernel its mutants are built as, with
