@@ -228,6 +228,26 @@ pub fn regressions(record: &BenchRecord, kernels: &[KernelBench]) -> Comparison 
     c
 }
 
+/// Every row measured in some boots of its kernel but not all, as
+/// `kernel: row (measured in N of M boots)`: a record takes none of them.
+pub fn partial_rows(kernels: &[KernelBench]) -> Vec<String> {
+    let mut partial = vec![];
+    for k in kernels {
+        for key in RowKey::all() {
+            if let Some(now) = combined(k, &key).filter(|c| c.boots < k.boots.len()) {
+                partial.push(format!(
+                    "{}: {} (measured in {} of {} boots)",
+                    k.kernel,
+                    key.describe(),
+                    now.boots,
+                    k.boots.len()
+                ));
+            }
+        }
+    }
+    partial
+}
+
 /// One row's lines: its instructions, then its faults.
 fn row_regressions(kernel: &str, key: &RowKey, now: &Combined, then: &RecordRow) -> Vec<String> {
     let tol = tolerance(then);
@@ -348,10 +368,11 @@ mod tests {
         let mut half = recorded.to_vec();
         half[0].boots[1].clear();
         let c = regressions(&record, &half);
-        assert_eq!(
-            c.missing,
-            ["adaptive: write all, 8 MiB, 1 thread (measured in 1 of 2 boots)"]
-        );
+        let partial = "adaptive: write all, 8 MiB, 1 thread (measured in 1 of 2 boots)";
+        assert_eq!(c.missing, [partial]);
+        // And a record takes no such row.
+        assert_eq!(partial_rows(&half), [partial]);
+        assert!(partial_rows(&recorded).is_empty());
         // A measured row the record lacks fails, naming it.
         let extra = RowKey::find("stride_2", 16, 1).unwrap();
         let mut new_row = recorded.to_vec();

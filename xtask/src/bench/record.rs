@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use super::gate::{regressions, unsteady_report, BenchRecord, RunShape};
+use super::gate::{partial_rows, regressions, unsteady_report, BenchRecord, RunShape};
 use super::grid::Clock;
 use super::guest_records::KernelBench;
 use super::outcome::BenchOutcome;
@@ -227,6 +227,11 @@ fn refusal(run: &RecordRun, unsteady: usize, met_before: &str, drops: &[String])
     if unsteady > 0 {
         why.push(format!("{unsteady} row(s) are unsteady (listed above)"));
     }
+    for row in partial_rows(run.results) {
+        why.push(format!(
+            "a record holds rows measured in every boot, and {row}"
+        ));
+    }
     let lacking: Vec<&str> = run
         .series_kernels
         .iter()
@@ -376,6 +381,16 @@ mod tests {
         }
     }
 
+    /// A kernel whose every boot measured one grid row.
+    fn bench_row(name: &str, boots: usize) -> KernelBench {
+        let key = crate::bench::grid::RowKey::find("nopopulate_touchall", 2048, 1).unwrap();
+        let rec = crate::bench::grid::tests::grid_record(&key, &[9, 9, 9], 0.0, None);
+        KernelBench {
+            kernel: name.into(),
+            boots: vec![vec![rec]; boots],
+        }
+    }
+
     #[test]
     fn a_record_is_refused_after_a_failed_gate_one_boot_or_a_kernel_lacking() {
         let results = [two_boots("eager"), two_boots("adaptive")];
@@ -404,6 +419,13 @@ mod tests {
         let why = refusal(&run(BenchOutcome::Passed, &results[1..]), 0, "", &[]);
         assert!(
             why.len() == 1 && why[0].contains("lacks eager: run with --kernel all"),
+            "{why:?}"
+        );
+        let mut half = [bench_row("eager", 2), bench_row("adaptive", 2)];
+        half[1].boots[0].clear();
+        let why = refusal(&run(BenchOutcome::Passed, &half), 0, "cell 0\n", &[]);
+        assert!(
+            why.len() == 1 && why[0].ends_with("(measured in 1 of 2 boots)"),
             "{why:?}"
         );
         let why = refusal(&ok, 3, "", &[]);
