@@ -148,7 +148,6 @@ fn rustc_version() -> Result<String> {
     }
 }
 
-
 /// A bench boot's QEMU configuration, its files and kernel as
 /// placeholders: what every boot of a run shares.
 fn boot_config(machine: &Machine, guest_args: Vec<String>) -> VmConfig {

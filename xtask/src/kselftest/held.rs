@@ -77,6 +77,9 @@ pub fn held(sides: &[Side], held: &Held) -> Vec<String> {
                 out.push(format!("{name} is {} on {kernel}", word(Some(status(i)))));
             } else if status(i) == Status::Skip && !not_counted(side.run, &name) {
                 let base = (side.patched && !base_ran.is_empty()).then(|| base_ran.join(" and "));
+                if base.is_none() && skipped_inside_a_passing_test(side.run, &name, held) {
+                    continue;
+                }
                 out.extend(skip_broke(&name, kernel, rule, base));
             }
         }
@@ -91,6 +94,18 @@ fn not_counted(run: &KernelRun, name: &str) -> bool {
     run.results
         .iter()
         .any(|r| r.name == name && selection::is_not_counted(r))
+}
+
+/// Whether `name` is a subtest that skips inside a test that passed on
+/// this kernel: the test ran, and the skip is its own (test_progs's
+/// prog_tests_framework skips two subtests by design). Not when
+/// `--new-on` names the subtest itself.
+fn skipped_inside_a_passing_test(run: &KernelRun, name: &str, held: &Held) -> bool {
+    let Some((parent, _)) = name.split_once('/') else {
+        return false;
+    };
+    let test = name.split_once(':').map_or(name, |(_, t)| t);
+    !held.new.iter().any(|t| t == test) && status_of(run, parent) == Some(Status::Pass)
 }
 
 /// The line for a skip of `name` on `kernel` that `rule` does not allow;
@@ -223,6 +238,10 @@ mod tests {
             ("test_progs:mine", Skip),
             ("test_progs-cpuv4:mine/sub", Pass),
             ("test_maps:beside", Skip),
+            // A test that passed with a subtest it skips by design.
+            ("test_progs:fw", Pass),
+            ("test_progs:fw/good", Pass),
+            ("test_progs:fw/by_design", Skip),
         ];
         let base = run("base", &rows);
         let mut patched = run("patched", &rows);
@@ -272,6 +291,22 @@ mod tests {
         let passing = run("first", &[("test_progs:feat", Pass)]);
         let sides = pair(&first, &passing);
         assert!(held(&sides, &holding(true, &["feat"], &[true, false])).is_empty());
+        // A subtest --new-on names is held itself, its test's pass aside;
+        // one it does not name may skip inside its passing test.
+        let before = run(
+            "base",
+            &[("test_progs:feat/a", Pass), ("test_progs:feat/b", Fail)],
+        );
+        let parted = run(
+            "first",
+            &[("test_progs:feat/a", Pass), ("test_progs:feat/b", Skip)],
+        );
+        let sides = pair(&before, &parted);
+        assert!(held(&sides, &holding(true, &["feat"], &[true, false])).is_empty());
+        assert_eq!(
+            held(&sides, &holding(true, &["feat/b"], &[true, false])),
+            ["test_progs:feat/b skips on first: --new-on holds it to pass from its variant on"]
+        );
     }
 
     #[test]
