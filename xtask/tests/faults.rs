@@ -1176,6 +1176,23 @@ fn a_mutant_that_does_not_build_fails_the_run_unjudged() {
     assert!(text.contains("FAIL: 1 mutant(s) not judged"), "{text}");
 }
 
+/// `mutants --sample-file` on a file of the one `line`, with `--fresh`
+/// (judged here, not taken from the ledger): its exit code, its output
+/// and the file's path (removed by then, as the output names it).
+fn run_sample_line(name: &str, line: &str) -> (i32, String, PathBuf) {
+    let dir = tempdir(name);
+    let file = dir.join("SAMPLE");
+    fs::write(&file, line).unwrap();
+    let (code, text) = run(&[
+        "mutants",
+        "--sample-file",
+        file.to_str().unwrap(),
+        "--fresh",
+    ]);
+    fs::remove_dir_all(&dir).unwrap();
+    (code, text, file)
+}
+
 /// A sample line whose named test no longer kills its mutant fails the
 /// run by name: CI_SAMPLE's first single-killer line, put down to
 /// another test.
@@ -1192,18 +1209,8 @@ fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
         .map(|w| (w[0].to_string(), w[1].to_string(), w[2].to_string()))
         .expect("a CI_SAMPLE line with one killer");
     let other = if killer == "T01" { "T04" } else { "T01" };
-    let dir = tempdir("stale-sample");
-    let file = dir.join("SAMPLE");
     let line = format!("{id}  {digest}  {other}  said to fall to {other}\n");
-    fs::write(&file, line).unwrap();
-    // --fresh: judged here, not taken from the ledger.
-    let (code, text) = run(&[
-        "mutants",
-        "--sample-file",
-        file.to_str().unwrap(),
-        "--fresh",
-    ]);
-    fs::remove_dir_all(&dir).unwrap();
+    let (code, text, file) = run_sample_line("stale-sample", &line);
     assert_eq!(code, TESTS_FAILED, "{text}");
     // The line's test first, alone, then the whole plan, after its
     // control.
@@ -1245,21 +1252,8 @@ fn a_mutant_of_a_variants_first_patch_is_held_only_by_what_it_changes() {
         .find(|w| w.first() == Some(&id))
         .map(|w| w[1].to_string())
         .expect("CI_SAMPLE names 0002.28.return2");
-    let dir = tempdir("first-of-two");
-    let file = dir.join("SAMPLE");
-    fs::write(
-        &file,
-        format!("{id}  {digest}  T22  said to fall to 0003's arena test\n"),
-    )
-    .unwrap();
-    // --fresh: judged here, not taken from the ledger.
-    let (code, text) = run(&[
-        "mutants",
-        "--sample-file",
-        file.to_str().unwrap(),
-        "--fresh",
-    ]);
-    fs::remove_dir_all(&dir).unwrap();
+    let line = format!("{id}  {digest}  T22  said to fall to 0003's arena test\n");
+    let (code, text, file) = run_sample_line("first-of-two", &line);
     assert_eq!(code, TESTS_FAILED, "{text}");
     // The control, built as the mutant is, passes T22 and then the whole
     // plan: the mutants' kernel of direct has 0003.

@@ -226,12 +226,15 @@ pub fn verdict(f: &Findings) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::report::protocol::TestResult;
 
     /// A base and a patched side.
-    fn pair<'a>(base: &'a KernelRun, patched: &'a KernelRun) -> [Side<'a>; 2] {
+    pub(in crate::kselftest) fn pair<'a>(
+        base: &'a KernelRun,
+        patched: &'a KernelRun,
+    ) -> [Side<'a>; 2] {
         [
             Side {
                 run: base,
@@ -244,7 +247,8 @@ mod tests {
         ]
     }
 
-    fn run(kernel: &str, results: &[(&str, Status)]) -> KernelRun {
+    /// A kernel's run of `results`.
+    pub(in crate::kselftest) fn run(kernel: &str, results: &[(&str, Status)]) -> KernelRun {
         KernelRun {
             kernel: kernel.into(),
             accel: "tcg".into(),

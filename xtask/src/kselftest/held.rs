@@ -155,35 +155,9 @@ fn passes_where_lacking(sides: &[Side], held: &Held) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compare::tests::{pair, run};
     use super::*;
     use crate::report::protocol::TestResult;
-    use crate::report::KernelRun;
-
-    /// A base and a patched side.
-    fn pair<'a>(base: &'a KernelRun, patched: &'a KernelRun) -> [Side<'a>; 2] {
-        [
-            Side {
-                run: base,
-                patched: false,
-            },
-            Side {
-                run: patched,
-                patched: true,
-            },
-        ]
-    }
-
-    fn run(kernel: &str, results: &[(&str, Status)]) -> KernelRun {
-        KernelRun {
-            kernel: kernel.into(),
-            accel: "tcg".into(),
-            results: results
-                .iter()
-                .map(|(n, s)| TestResult::new(n, *s, 0, String::new()))
-                .collect(),
-            seconds: 1.0,
-        }
-    }
 
     /// The default set (`named` false) or `-t`'s tests, `new` of them
     /// new on the first kernel `lacking` marks false.

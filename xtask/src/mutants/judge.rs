@@ -278,10 +278,7 @@ mod tests {
     fn a_mutants_key_covers_its_variants_whole_series_and_its_build_path() {
         let series = crate::kernel::project_series().unwrap();
         let texts = read_patches(&series).unwrap();
-        let at = |n: &str| {
-            let found = series.patches.iter().position(|p| p.name.starts_with(n));
-            found.expect("a patch of the series")
-        };
+        let at = |n: &str| super::super::kernel_judge::tests::patch_index(&series, n);
         let (p2, p3) = (at("0002-"), at("0003-"));
         let decides = ledger::Decides::default();
         let key = |texts: &[String], index: usize| {

@@ -164,8 +164,17 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The index in `series` of the patch whose name starts with `prefix`.
+    pub(in crate::mutants) fn patch_index(series: &Series, prefix: &str) -> usize {
+        let found = series
+            .patches
+            .iter()
+            .position(|p| p.name.starts_with(prefix));
+        found.expect("a patch of the series")
+    }
     use crate::mutants::{of_patch, read_patches};
 
     /// A mutant of 0002 is held to `direct`, and built as direct is:
@@ -174,11 +183,7 @@ mod tests {
     fn a_mutant_of_0002_is_built_with_0003() {
         let series = crate::kernel::project_series().unwrap();
         let texts = read_patches(&series).unwrap();
-        let at = |n: &str| {
-            let found = series.patches.iter().position(|p| p.name.starts_with(n));
-            found.expect("a patch of the series")
-        };
-        let (p2, p3) = (at("0002-"), at("0003-"));
+        let (p2, p3) = (patch_index(&series, "0002-"), patch_index(&series, "0003-"));
         let m = of_patch(p2, &series.patches[p2].name, &texts[p2])
             .into_iter()
             .find(|m| m.id == "0002.28.return2")
