@@ -1,13 +1,14 @@
 //! Small wrappers around the system calls the tests use: `bpf(2)` in
 //! [`bpf`] (with the kernel's BTF read in [`btf`]), memory management in
-//! [`mm`], kprobes in [`perf`]. Everything returns `io::Result` so tests
-//! can assert on the exact errno.
+//! [`mm`], kprobes in [`perf`], the page allocator's frees in [`trace`].
+//! Everything returns `io::Result` so tests can assert on the exact errno.
 
 pub mod bpf;
 pub mod btf;
 pub mod catch;
 pub mod mm;
 pub mod perf;
+pub mod trace;
 
 use std::io;
 

@@ -64,6 +64,7 @@ pub const ALL: &[Test] = &[
     // Bounded work, but much of it: 6-9 s under TCG, 44 s on the debug
     // kernel (where the runner triples every timeout).
     test!(stress::t19_no_leak_after_many_maps, timeout = 60),
+    test!(stress::t19_every_page_freed, timeout = 60),
     // 2.5-4 s under TCG, also on the debug kernel.
     test!(stress::t20_huge_map_lazy, timeout = 30),
     test!(neighbours::t21_ringbuf_stays_eager),

@@ -10,6 +10,7 @@ use super::common::*;
 use crate::child::{describe_status, waitpid};
 use crate::kmsg::Kmsg;
 use crate::proc;
+use crate::sys::trace::PageFrees;
 
 /// T18: 16 threads fault the same untouched page at once (read), then
 /// another page (write): everybody sees the same data and exactly those
@@ -352,6 +353,65 @@ pub fn t19_no_leak_after_many_maps(_ctx: &Ctx) -> Result<(), Skip> {
         settled_mem_available()
     );
     Ok(())
+}
+
+/// T19, to the page: every page an array map and an arena held goes back
+/// to the page allocator once the map and its mapping are gone, each seen
+/// freed by the kmem:mm_page_free event. T19's count of free memory keeps
+/// megabytes of slack; a fault handler that takes a page reference and
+/// never drops it leaks one page a fault, which only this sees.
+pub fn t19_every_page_freed(_ctx: &Ctx) -> Result<(), Skip> {
+    const PAGES: usize = 1024;
+    let array = ok(
+        MapSpec::mmapable_array(PAGE as u32, PAGES as u32).create(),
+        "creating a 4 MiB array map",
+    );
+    let m = ok(
+        mm::map_shared(array.fd(), PAGES * PAGE, RW, 0),
+        "mmap of the array map",
+    );
+    every_page_freed("array map", PAGES, (array, m));
+    every_page_freed("arena", PAGES, arena_mapping(PAGES));
+    Ok(())
+}
+
+/// Touches each of `pages` pages of `m`, notes their page frame numbers,
+/// destroys the map and its mapping, and fails naming the pages that
+/// never came back to the page allocator.
+fn every_page_freed(what: &str, pages: usize, (map, m): (Map, Mapping)) {
+    for p in 0..pages {
+        m.write_u8(p * PAGE, 1);
+    }
+    let entries = ok(proc::pagemap(m.addr(), pages), "reading /proc/self/pagemap");
+    let pfns: Vec<u64> = entries.iter().map(|e| e.pfn).collect();
+    assert!(
+        entries.iter().all(|e| e.present && e.pfn != 0),
+        "{what}: pagemap shows a touched page without its frame (not root?)"
+    );
+    let frees = ok(PageFrees::start(), "tracing kmem:mm_page_free");
+    drop(m);
+    drop(map);
+    // The map is freed from a workqueue, after an RCU grace period.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let freed = ok(frees.freed(), "reading the trace");
+        let kept: Vec<u64> = pfns
+            .iter()
+            .copied()
+            .filter(|p| !freed.contains(p))
+            .collect();
+        if kept.is_empty() {
+            println!("[selftests] t19: {what}: all {pages} pages freed with it");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} of its {pages} pages never went back to the page allocator after the map was destroyed (pfn {:#x} the first): a page reference taken and never dropped",
+            kept.len(),
+            kept[0]
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// KASAN or lockdep kernel (the harness's `--debug` variant).

@@ -39,6 +39,12 @@ pub const MOUNTS: &[Mount] = &[
         target: "/sys/kernel/debug",
         optional: true,
     },
+    // T19 traces the page allocator's frees (kmem:mm_page_free).
+    Mount {
+        fstype: "tracefs",
+        target: "/sys/kernel/tracing",
+        optional: true,
+    },
 ];
 
 /// Outcome of mounting one filesystem.
@@ -219,10 +225,11 @@ mod tests {
         let pos = |t: &str| MOUNTS.iter().position(|m| m.target == t).unwrap();
         assert!(pos("/sys") < pos("/sys/fs/bpf"));
         assert!(pos("/sys") < pos("/sys/kernel/debug"));
+        assert!(pos("/sys") < pos("/sys/kernel/tracing"));
         assert!(MOUNTS
             .iter()
             .filter(|m| m.optional)
-            .all(|m| m.fstype == "debugfs"));
+            .all(|m| m.fstype == "debugfs" || m.fstype == "tracefs"));
     }
 
     #[test]
