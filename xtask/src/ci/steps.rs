@@ -328,10 +328,26 @@ const KSELFTEST_DEBUG_KERNELS: &str = "adaptive";
 /// machines.
 const KSELFTEST_VMS: &str = "2";
 
+/// The mutants only a debug kernel kills (a leaked lock, a sleep in
+/// atomic context), in CI_SAMPLE's form.
+const DEBUG_SAMPLE: &str = "mutants/CI_SAMPLE_DEBUG";
+
 /// The debug kernels' suites (`--debug`): vmtest on each, test_progs
-/// on adaptive-debug, and the fuzzer on both.
+/// on adaptive-debug, the fuzzer on both, and the mutants only a debug
+/// kernel kills.
 fn debug_suites(xt: &XtStep) -> Vec<Step> {
     vec![
+        xt(
+            "mutants-debug",
+            "mutants --debug --sample-file",
+            &[
+                "mutants",
+                "--debug",
+                "--sample-file",
+                DEBUG_SAMPLE,
+                "--fresh",
+            ],
+        ),
         xt(
             "vmtest-debug",
             "vmtest mainline-debug",
@@ -428,8 +444,9 @@ mod tests {
         steps.iter().map(|s| s.id).collect()
     }
 
-    const DEBUG_STEPS: [&str; 5] = [
+    const DEBUG_STEPS: [&str; 6] = [
         "build-debug",
+        "mutants-debug",
         "vmtest-debug",
         "vmtest-adaptive-debug",
         "kselftest-debug",
