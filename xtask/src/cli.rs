@@ -49,7 +49,8 @@ pub enum Command {
     /// Everything CI runs: fmt, clippy, unit tests, workflow lint, patch
     /// checks, the kernels and test_progs, vmtest and test_progs on every
     /// kernel, mutants, the fuzzer, the fault, share and developer-flag
-    /// tests, the bench gate (the debug kernels with --debug).
+    /// tests, the bench gate, adaptive-debug's plan and the debug mutants
+    /// (the other debug kernels with --debug).
     Ci(CiArgs),
     /// Pack what ci's test steps need (bzImages, test_progs run
     /// directories) apart from the cache, for a CI workflow's test jobs.
@@ -151,9 +152,11 @@ pub struct KernelConfigArg {
 /// plain ones. ci's `--debug` is its own: it adds them to the run.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DebugArg {
-    /// Build (and boot) the debug variants of the kernels (KASAN, lockdep,
-    /// DEBUG_VM, ...) instead of the plain ones, mutants' too: slower, and
-    /// they see what a plain kernel cannot, such as a lock never released.
+    /// Build (and boot) the debug variants of the kernels (lockdep,
+    /// DEBUG_ATOMIC_SLEEP, DEBUG_VM, PAGE_TABLE_CHECK; KASAN with
+    /// `--config kconfig/kasan.config`) instead of the plain ones, mutants'
+    /// too: slower, and they see what a plain kernel cannot, such as a
+    /// lock never released.
     #[arg(long)]
     pub debug: bool,
 }
@@ -704,11 +707,12 @@ pub struct BenchArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct CiArgs {
     // Not DebugArg: the debug kernels in addition, not instead.
-    /// Also build the debug kernels (KASAN, lockdep, DEBUG_VM) and run
-    /// vmtest, test_progs and the fuzzer on them: their cold build alone
-    /// is 14-20 minutes on these machines, more than a cold ci can spare
-    /// beside the lean kernels, so ci leaves them to this flag and to the
-    /// workflow's jobs.
+    /// Also the rest of the debug kernels' steps: mainline-debug's build
+    /// and plan, both with KASAN (`kconfig/kasan.config`), test_progs and
+    /// the fuzzer on them. Every ci builds adaptive-debug and runs its
+    /// plan and the mutants only a debug kernel kills; a second debug
+    /// build and KASAN's are more than a cold ci can spare, so ci leaves
+    /// them to this flag and to the workflow's jobs.
     #[arg(long)]
     pub debug: bool,
     /// Skip the harness's fault tests (they boot kernels on purpose to fail).

@@ -11,12 +11,16 @@ use super::step::Step;
 use crate::kernel::bundle::BUNDLE_ENV;
 
 /// Whether a step only boots kernels (and runs test programs) it can take
-/// from a bundle, rather than building them.
+/// from a bundle, rather than building them. A kernel with a fragment of
+/// its own (`--config`, as KASAN's) is not in a bundle: its step builds it.
 pub fn boots_from_bundle(step: &Step) -> bool {
     let sub = step.args.first().map(String::as_str);
     step.program != "cargo"
         && matches!(sub, Some("vmtest" | "kselftest" | "bench"))
-        && !step.args.iter().any(|a| a == "--build-only")
+        && !step
+            .args
+            .iter()
+            .any(|a| a == "--build-only" || a == "--config")
 }
 
 /// Refuses a bundle (`bundle`: `$BPFLAB_BUNDLE`'s value, if set and not

@@ -39,6 +39,7 @@ pub fn steps(options: &Options, xtask: &str) -> Vec<Step> {
     let mut steps = checks(options.in_fresh_root);
     steps.extend(builds(debug, &xt));
     steps.extend(queued(&xt));
+    steps.extend(landing_debug_suites(&xt));
     if debug {
         steps.extend(debug_suites(&xt));
     }
@@ -231,18 +232,29 @@ fn checks(in_fresh_root: bool) -> Vec<Step> {
 
 /// The kernels and test_progs.
 fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
-    let mut steps = vec![xt(
-        "build",
-        "build eager and every variant",
-        &["build-kernel", "--kernel", "all"],
-    )];
-    if debug {
-        steps.push(xt(
-            "build-debug",
-            "build mainline/adaptive-debug",
-            &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
-        ));
-    }
+    let mut steps = vec![
+        xt(
+            "build",
+            "build eager and every variant",
+            &["build-kernel", "--kernel", "all"],
+        ),
+        // adaptive-debug for .ci/run; mainline-debug too with --debug (the
+        // workflow's build job), built first, as adaptive-debug is then
+        // built from its objects in about 30 s.
+        if debug {
+            xt(
+                "build-debug",
+                "build mainline/adaptive-debug",
+                &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
+            )
+        } else {
+            xt(
+                "build-debug",
+                "build adaptive-debug",
+                &["build-kernel", "--kernel", LANDING_DEBUG_KERNEL, "--debug"],
+            )
+        },
+    ];
     // test_progs and the test modules, into the kernel cache with them:
     // queued, as its links and BTF steps leave a core idle that a guest
     // can use (the kselftest step waits for its lock).
@@ -311,11 +323,24 @@ const VERIFIER_KERNELS: &str = "eager,mainline";
 /// --debug` runs them all.
 const CI_DEBUG_RUNNERS: &str = "test_progs";
 
-/// The debug kernels CI builds and tests: 0001 as merged, and the whole
-/// series (adaptive holds 0002, 0003 and 0005, and of 0004 all but the
-/// aligned window and its step over mapped pages, which 0005 replaces).
-/// `vmtest --kernel direct,prefault --debug` covers the rest.
+/// The debug kernels CI builds and tests with `--debug` (the workflow):
+/// 0001 as merged, and the whole series (adaptive holds 0002, 0003 and
+/// 0005, and of 0004 all but the aligned window and its step over mapped
+/// pages, which 0005 replaces). `vmtest --kernel direct,prefault --debug`
+/// covers the rest.
 const DEBUG_KERNELS: &str = "mainline,adaptive";
+
+/// The debug kernel of the run that decides what lands (.ci/run, no
+/// `--debug`): the whole series, its plan and the mutants only a debug
+/// kernel kills. Without KASAN its cold build is about a lean kernel's
+/// (docs/MEASUREMENTS.md), which the cold budget holds; mainline-debug,
+/// the BPF tree's selftests and the fuzzer on it, and KASAN are the
+/// workflow's (`--debug`).
+const LANDING_DEBUG_KERNEL: &str = "adaptive";
+
+/// KASAN on top of the debug kernels: its own builds (`<kernel>-debug+kasan`),
+/// so a step of its own that builds what it boots.
+const KASAN_FRAGMENT: &str = "kconfig/kasan.config";
 
 /// The debug kernel the BPF tree's selftests run on in CI: the whole
 /// series. On mainline-debug too they take another 260 s, which a cold
@@ -332,11 +357,16 @@ const KSELFTEST_VMS: &str = "2";
 /// atomic context), in CI_SAMPLE's form.
 const DEBUG_SAMPLE: &str = "mutants/CI_SAMPLE_DEBUG";
 
-/// The debug kernels' suites (`--debug`): vmtest on each, test_progs
-/// on adaptive-debug, the fuzzer on both, and the mutants only a debug
-/// kernel kills.
-fn debug_suites(xt: &XtStep) -> Vec<Step> {
+/// The debug kernel's suites of every run, .ci/run's included: the
+/// plan on adaptive-debug, and the mutants only a debug kernel kills (a
+/// leaked RCU read lock passes every lean kernel).
+fn landing_debug_suites(xt: &XtStep) -> Vec<Step> {
     vec![
+        xt(
+            "vmtest-adaptive-debug",
+            "vmtest adaptive-debug",
+            &["vmtest", "--kernel", LANDING_DEBUG_KERNEL, "--debug"],
+        ),
         xt(
             "mutants-debug",
             "mutants --debug --sample-file",
@@ -348,15 +378,30 @@ fn debug_suites(xt: &XtStep) -> Vec<Step> {
                 "--fresh",
             ],
         ),
+    ]
+}
+
+/// The rest of the debug kernels' suites (`--debug`, the workflow):
+/// vmtest on mainline-debug, test_progs on adaptive-debug, the fuzzer on
+/// both, and the plan on both with KASAN.
+fn debug_suites(xt: &XtStep) -> Vec<Step> {
+    vec![
         xt(
             "vmtest-debug",
             "vmtest mainline-debug",
             &["vmtest", "--kernel", "mainline", "--debug"],
         ),
         xt(
-            "vmtest-adaptive-debug",
-            "vmtest adaptive-debug",
-            &["vmtest", "--kernel", "adaptive", "--debug"],
+            "vmtest-kasan",
+            "vmtest mainline/adaptive-debug+kasan",
+            &[
+                "vmtest",
+                "--kernel",
+                DEBUG_KERNELS,
+                "--debug",
+                "--config",
+                KASAN_FRAGMENT,
+            ],
         ),
         xt(
             "kselftest-debug",
@@ -444,11 +489,14 @@ mod tests {
         steps.iter().map(|s| s.id).collect()
     }
 
-    const DEBUG_STEPS: [&str; 6] = [
-        "build-debug",
-        "mutants-debug",
+    /// The debug steps of every run, .ci/run's included.
+    const LANDING_DEBUG_STEPS: [&str; 3] =
+        ["build-debug", "vmtest-adaptive-debug", "mutants-debug"];
+
+    /// The debug steps only `--debug` (the workflow) adds.
+    const DEBUG_STEPS: [&str; 4] = [
         "vmtest-debug",
-        "vmtest-adaptive-debug",
+        "vmtest-kasan",
         "kselftest-debug",
         "fuzz-debug",
     ];
@@ -475,7 +523,17 @@ mod tests {
         ]) {
             assert!(ids(&s).contains(&n), "missing step {n}: {:?}", ids(&s));
         }
-        // The debug kernels' cold build is more than a cold run can spare.
+        // The run that decides what lands holds a debug kernel to the
+        // plan and kills the mutants only it can; KASAN's and a second
+        // debug kernel's cold builds are more than a cold run can spare.
+        for n in LANDING_DEBUG_STEPS {
+            assert!(ids(&s).contains(&n), "{n} does not run in .ci/run");
+        }
+        let build = s.iter().find(|s| s.id == "build-debug").unwrap();
+        assert_eq!(
+            build.args,
+            ["build-kernel", "--kernel", "adaptive", "--debug"]
+        );
         for n in DEBUG_STEPS {
             assert!(!ids(&s).contains(&n), "{n} runs without --debug");
         }

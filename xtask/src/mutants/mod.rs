@@ -42,7 +42,7 @@ pub enum MutantJudge {
 #[derive(Debug, Clone)]
 pub struct JudgeOptions {
     pub judge: MutantJudge,
-    /// Debug kernels (KASAN, lockdep, ...) instead of lean ones.
+    /// Debug kernels (lockdep, DEBUG_VM, ...) instead of lean ones.
     pub debug: bool,
     pub accel: AccelChoice,
     /// Run every mutant again, taking nothing from the ledger.

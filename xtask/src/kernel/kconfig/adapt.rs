@@ -279,7 +279,7 @@ mod tests {
                 .map(|l| l.trim().to_string())
                 .collect();
             sources.push(path.file_name().unwrap().to_string_lossy().into_owned());
-            for fragment in super::super::fragments(true) {
+            for fragment in super::super::shipped_fragments() {
                 let frag = fs::read_to_string(&fragment).unwrap();
                 for option in parse(&frag).keys() {
                     let newer = NEWER_ONLY.iter().any(|(n, _)| n == option);

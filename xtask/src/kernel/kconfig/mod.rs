@@ -247,6 +247,16 @@ fn kconfig_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
+/// Every fragment the project ships: the lean and debug kernels', and
+/// KASAN's, which a debug kernel takes as a fragment of the developer's
+/// (`--config kconfig/kasan.config`).
+#[cfg(test)]
+pub fn shipped_fragments() -> Vec<PathBuf> {
+    let mut all = fragments(true);
+    all.push(fragments(false)[0].with_file_name("kasan.config"));
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,7 +276,7 @@ mod tests {
     #[test]
     fn shipped_fragments_ask_for_what_the_plan_needs() {
         let mut all = Options::new();
-        for f in fragments(true) {
+        for f in shipped_fragments() {
             all.extend(parse(&fs::read_to_string(f).unwrap()));
         }
         for opt in [
