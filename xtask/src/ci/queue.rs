@@ -69,6 +69,9 @@ pub fn waits_for(step: &Step) -> &'static [&'static str] {
         TEST_PROGS_BUILD => &[],
         id if FREE_OF_KERNEL_TREES.contains(&id) => &[],
         "mutant-faults" => &["mutants", TEST_PROGS_BUILD],
+        // The mutants' tree again, after the lean mutants and their
+        // fault tests, rather than a worker waiting on its lock.
+        "mutants-debug" => &["mutant-faults", "mutants", TEST_PROGS_BUILD],
         _ => &[TEST_PROGS_BUILD],
     }
 }
@@ -111,25 +114,29 @@ mod tests {
                 "branch",
                 "kselftest",
                 "kselftest-verifier",
-                "bench"
+                "bench",
+                "vmtest-adaptive-debug",
+                "mutants-debug"
             ]
         );
         assert!(queued[0].iter().all(|s| s.runs == Runs::Queued));
-        for alone in ["build", "faults"] {
+        for alone in ["build", "build-debug", "faults"] {
             let step = s.iter().find(|s| s.id == alone).unwrap();
             assert_eq!(step.runs, Runs::Alone, "{alone}");
         }
         assert_eq!(s.last().unwrap().id, "faults");
-        // With --debug the debug kernels' build and suites stay alone.
+        // What --debug adds stays alone.
         let debug = Options {
             debug: true,
             ..Default::default()
         };
         let with = steps(&debug, "/x/xtask");
-        assert!(with
+        let added: Vec<&Step> = with
             .iter()
-            .filter(|s| s.id.contains("debug"))
-            .all(|s| s.runs == Runs::Alone));
+            .filter(|w| !s.iter().any(|x| x.id == w.id))
+            .collect();
+        assert_eq!(added.len(), 4, "{:?}", ids(&with));
+        assert!(added.iter().all(|s| s.runs == Runs::Alone));
     }
 
     #[test]
@@ -204,6 +211,10 @@ mod tests {
             assert_eq!(of(id), [TEST_PROGS_BUILD], "{id}");
         }
         assert_eq!(of("mutant-faults"), ["mutants", TEST_PROGS_BUILD]);
+        assert_eq!(
+            of("mutants-debug"),
+            ["mutant-faults", "mutants", TEST_PROGS_BUILD]
+        );
     }
 
     fn ids_of(steps: &[&Step]) -> Vec<&'static str> {

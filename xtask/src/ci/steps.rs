@@ -39,7 +39,6 @@ pub fn steps(options: &Options, xtask: &str) -> Vec<Step> {
     let mut steps = checks(options.in_fresh_root);
     steps.extend(builds(debug, &xt));
     steps.extend(queued(&xt));
-    steps.extend(landing_debug_suites(&xt));
     if debug {
         steps.extend(debug_suites(&xt));
     }
@@ -52,8 +51,10 @@ pub fn steps(options: &Options, xtask: &str) -> Vec<Step> {
 /// The suites of the lean kernels, queued: the patch checks, mutants,
 /// the fault tests that may run queued (`faults`), fuzz, the developer
 /// flags' tests, vmtest per kernel, the share tests, the BPF tree's
-/// selftests and the bench. Their order here is the summary's;
-/// the queue runs them longest first (`queue::longest_first`).
+/// selftests and the bench; then adaptive-debug's plan and mutants,
+/// whose guests leave a core to the other worker as the lean ones do.
+/// Their order here is the summary's; the queue runs them longest first
+/// (`queue::longest_first`).
 fn queued(xt: &XtStep) -> Vec<Step> {
     let steps = [
         // checkpatch --strict, git am, W=1 and sparse in trees of their
@@ -88,7 +89,8 @@ fn queued(xt: &XtStep) -> Vec<Step> {
     let booting = KERNELS
         .iter()
         .map(|(id, name, kernel)| xt(id, name, &["vmtest", "--kernel", kernel]))
-        .chain(booting_suites(xt));
+        .chain(booting_suites(xt))
+        .chain(landing_debug_suites(xt));
     steps
         .into_iter()
         .chain(booting)
