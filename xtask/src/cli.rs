@@ -710,7 +710,7 @@ pub struct CiArgs {
     /// Also the rest of the debug kernels' steps: mainline-debug's build
     /// and plan, both with KASAN (`kconfig/kasan.config`), test_progs and
     /// the fuzzer on them. Every ci builds adaptive-debug and runs its
-    /// plan and the mutants only a debug kernel kills; a second debug
+    /// plan and the debug mutant sample; a second debug
     /// build and KASAN's are more than a cold ci can spare, so ci leaves
     /// them to this flag and to the workflow's jobs.
     #[arg(long)]

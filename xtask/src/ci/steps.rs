@@ -355,13 +355,15 @@ const KSELFTEST_DEBUG_KERNELS: &str = "adaptive";
 /// machines.
 const KSELFTEST_VMS: &str = "2";
 
-/// The mutants only a debug kernel kills (a leaked lock, a sleep in
-/// atomic context), in CI_SAMPLE's form.
+/// The debug mutant sample: mutants built and judged as debug kernels,
+/// in CI_SAMPLE's form.
 const DEBUG_SAMPLE: &str = "mutants/CI_SAMPLE_DEBUG";
 
 /// The debug kernel's suites of every run, .ci/run's included: the
-/// plan on adaptive-debug, and the mutants only a debug kernel kills (a
-/// leaked RCU read lock passes every lean kernel).
+/// plan on adaptive-debug, and the debug mutant sample: lockdep with raw
+/// lock nesting and DEBUG_ATOMIC_SLEEP name a leaked lock or a sleep in
+/// atomic context that a lean kernel may pass, or see only by its
+/// effects.
 fn landing_debug_suites(xt: &XtStep) -> Vec<Step> {
     vec![
         xt(

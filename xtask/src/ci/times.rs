@@ -22,12 +22,15 @@ pub const COLD_RECORD: &str = "docs/ci-times-cold.json";
 /// 7.3's eager against 6.12's each built alone here (653 s / 584 s,
 /// x1.118). A machine's speed is its base build against this.
 pub const SLOWEST_BASE_SECONDS: f64 = 813.0;
-/// What a cold run may take on the slowest machine: 70 of CI's 90
+/// What a cold run may take on the slowest machine: 85 of CI's 90
 /// minutes, the rest kept for machines slower still. It was 60 until the
 /// proof of a developer's branch (issue 38: a git repository of the tree,
 /// its kernels and test_progs, about 4 min cold here) came in with the
-/// cold run at about 62 min (2423 s at 1c72f2a, base 471 s).
-pub const BUDGET_SECONDS: f64 = 4200.0;
+/// cold run at about 62 min (2423 s at 1c72f2a, base 471 s); 70 until a
+/// debug kernel came into the run that decides what lands (issue 54:
+/// adaptive-debug's cold build, its plan and the debug mutants, 873 s of
+/// a cold run of 4222 s at e7f0991, base 684 s: about 84 min there).
+pub const BUDGET_SECONDS: f64 = 5100.0;
 
 /// One step of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -321,9 +324,9 @@ mod tests {
 
     #[test]
     fn over_the_budget_warns() {
-        let record = times(vec![step("build", 3000.0)], 3000.0, Some(500.0));
+        let record = times(vec![step("build", 3200.0)], 3200.0, Some(500.0));
         let p = project(&record, &record).unwrap();
-        assert!(projection_text(&p, 500.0).contains("WARNING: over the budget of 70 min"));
+        assert!(projection_text(&p, 500.0).contains("WARNING: over the budget of 85 min"));
     }
 
     #[test]
