@@ -51,6 +51,9 @@ pub struct ShapePins {
     pub rustc_version: String,
 }
 
+/// One pin of a shape, as text to compare and show.
+type PinText = fn(&ShapePins) -> String;
+
 impl RunShape {
     /// How `run` differs from this (the record's) shape, every way in one
     /// line; None when alike.
@@ -77,38 +80,19 @@ impl RunShape {
             format!("{:?}", self.append),
             format!("{:?}", run.append),
         );
-        let now = run.pins.as_ref();
-        let field = |f: fn(&ShapePins) -> String| now.map_or("unknown".into(), f);
-        differs(
-            "bench binary sha256",
-            pins.bench_sha256.clone(),
-            field(|p| p.bench_sha256.clone()),
-        );
-        differs(
-            "QEMU",
-            pins.qemu_version.clone(),
-            field(|p| p.qemu_version.clone()),
-        );
-        differs(
-            "memory MiB",
-            pins.memory_mib.to_string(),
-            field(|p| p.memory_mib.to_string()),
-        );
-        differs(
-            "QEMU arguments",
-            format!("{:?}", pins.qemu_args),
-            field(|p| format!("{:?}", p.qemu_args)),
-        );
-        differs(
-            "patches sha256",
-            pins.patches_sha256.clone(),
-            field(|p| p.patches_sha256.clone()),
-        );
-        differs(
-            "rustc",
-            pins.rustc_version.clone(),
-            field(|p| p.rustc_version.clone()),
-        );
+        // Each pin read once, from the record's pins and from the run's.
+        let pinned: [(&str, PinText); 6] = [
+            ("bench binary sha256", |p| p.bench_sha256.clone()),
+            ("QEMU", |p| p.qemu_version.clone()),
+            ("memory MiB", |p| p.memory_mib.to_string()),
+            ("QEMU arguments", |p| format!("{:?}", p.qemu_args)),
+            ("patches sha256", |p| p.patches_sha256.clone()),
+            ("rustc", |p| p.rustc_version.clone()),
+        ];
+        for (what, read) in pinned {
+            let now = run.pins.as_ref().map_or("unknown".into(), read);
+            differs(what, read(pins), now);
+        }
         (!apart.is_empty()).then(|| format!("with {}", apart.join("; ")))
     }
 }
