@@ -232,6 +232,21 @@ fn checks(in_fresh_root: bool) -> Vec<Step> {
     ]
 }
 
+/// The debug kernels' build: adaptive-debug, with mainline-debug first
+/// under `--debug`.
+fn build_debug(debug: bool, xt: &XtStep) -> Step {
+    let (name, kernels) = if debug {
+        ("build mainline/adaptive-debug", DEBUG_KERNELS)
+    } else {
+        ("build adaptive-debug", LANDING_DEBUG_KERNEL)
+    };
+    xt(
+        "build-debug",
+        name,
+        &["build-kernel", "--kernel", kernels, "--debug"],
+    )
+}
+
 /// The kernels and test_progs.
 fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
     let mut steps = vec![
@@ -243,19 +258,7 @@ fn builds(debug: bool, xt: &XtStep) -> Vec<Step> {
         // adaptive-debug for .ci/run; mainline-debug too with --debug (the
         // workflow's build job), built first, as adaptive-debug is then
         // built from its objects in about 30 s.
-        if debug {
-            xt(
-                "build-debug",
-                "build mainline/adaptive-debug",
-                &["build-kernel", "--kernel", DEBUG_KERNELS, "--debug"],
-            )
-        } else {
-            xt(
-                "build-debug",
-                "build adaptive-debug",
-                &["build-kernel", "--kernel", LANDING_DEBUG_KERNEL, "--debug"],
-            )
-        },
+        build_debug(debug, xt),
     ];
     // test_progs and the test modules, into the kernel cache with them:
     // queued, as its links and BTF steps leave a core idle that a guest
