@@ -30,6 +30,13 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
                  its Fixes: tag is checked against hygiene::UPSTREAM_COMMITS instead"
             );
         }
+        if !r.maintained.is_empty() {
+            crate::status!(
+                "checkpatch",
+                "    the warning FILE_PATH_CHANGES: MAINTAINERS names {} under an entry already",
+                r.maintained.join(", ")
+            );
+        }
         if !r.clean {
             eprintln!("{}", r.report.trim_end());
             failed.push(format!("checkpatch --strict {}", r.patch));

@@ -21,6 +21,11 @@ pub struct CheckpatchResult {
     pub total: String,
     /// `UNKNOWN_COMMIT_ID` warnings for ids of [`UPSTREAM_COMMITS`].
     pub upstream_ids: Vec<String>,
+    /// The files the patch adds or deletes, when checkpatch asked whether
+    /// MAINTAINERS needs updating for them and the tree's MAINTAINERS
+    /// names each under an entry already (its one `FILE_PATH_CHANGES`
+    /// warning so answered).
+    pub maintained: Vec<String>,
     pub clean: bool,
     pub report: String,
 }
@@ -36,6 +41,8 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
             script.display()
         );
     }
+    let maintainers = fs::read_to_string(tree.join("MAINTAINERS"))
+        .with_context(|| format!("reading {}/MAINTAINERS", tree.display()))?;
     let sh = crate::project::shell()?;
     let mut results = Vec::new();
     for patch in series.own() {
@@ -71,11 +78,14 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
             .unwrap_or("total: (none: checkpatch did not finish)")
             .to_string();
         let upstream_ids = upstream_id_warnings(&report);
+        let maintained = maintained_file_changes(&report, &text, &maintainers);
+        let excused = upstream_ids.len() + usize::from(!maintained.is_empty());
         results.push(CheckpatchResult {
             patch: patch.name.clone(),
-            clean: is_clean(&total, upstream_ids.len()) && unknown.is_empty(),
+            clean: is_clean(&total, excused) && unknown.is_empty(),
             total,
             upstream_ids,
+            maintained,
             report,
         });
     }
@@ -121,12 +131,50 @@ pub fn upstream_id_warnings(report: &str) -> Vec<String> {
         .collect()
 }
 
+/// The files a patch adds or deletes, if checkpatch gave its
+/// `FILE_PATH_CHANGES` warning ("does MAINTAINERS need updating?") and
+/// `maintainers` (the tree's MAINTAINERS) answers no: each file lies under
+/// a directory an `F:` line names, or is named itself. Empty otherwise,
+/// and the warning counts.
+pub fn maintained_file_changes(report: &str, patch_text: &str, maintainers: &str) -> Vec<String> {
+    if !report.contains("WARNING:FILE_PATH_CHANGES:") {
+        return Vec::new();
+    }
+    let patterns: Vec<&str> = maintainers
+        .lines()
+        .filter_map(|l| l.strip_prefix("F:"))
+        .map(str::trim)
+        .collect();
+    let covered = |file: &str| {
+        patterns
+            .iter()
+            .any(|p| *p == file || (p.ends_with('/') && file.starts_with(p)))
+    };
+    let mut changed = Vec::new();
+    let mut lines = patch_text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(paths) = line.strip_prefix("diff --git a/") else {
+            continue;
+        };
+        let file = paths.split(" b/").next().unwrap_or(paths);
+        if lines
+            .peek()
+            .is_some_and(|l| l.starts_with("new file mode") || l.starts_with("deleted file mode"))
+        {
+            changed.push(file.to_string());
+        }
+    }
+    if changed.is_empty() || !changed.iter().all(|f| covered(f)) {
+        return Vec::new();
+    }
+    changed
+}
+
 /// `total: 0 errors, W warnings, 0 checks, N lines checked`, where the W
-/// warnings are exactly the `upstream_ids` ones.
-pub fn is_clean(total: &str, upstream_ids: usize) -> bool {
-    total.starts_with(&format!(
-        "total: 0 errors, {upstream_ids} warnings, 0 checks,"
-    ))
+/// warnings are exactly the `excused` ones (upstream ids, file changes
+/// MAINTAINERS covers).
+pub fn is_clean(total: &str, excused: usize) -> bool {
+    total.starts_with(&format!("total: 0 errors, {excused} warnings, 0 checks,"))
 }
 
 /// Applies the series with `git am` to a clean git tree of `pristine`, a
@@ -288,6 +336,9 @@ pub fn checked_build(tree: &Path, objects: &[String], jobs: usize) -> Result<Str
 pub fn objects_of(files: &[String]) -> Vec<String> {
     files
         .iter()
+        // tools/ is built by its own makefiles, not kbuild: its selftests
+        // are built and run by the suites that use them.
+        .filter(|f| !f.starts_with("tools/"))
         .filter_map(|f| f.strip_suffix(".c").map(|stem| format!("{stem}.o")))
         .collect()
 }
@@ -320,6 +371,33 @@ mod tests {
             "total: 0 errors, 2 warnings, 0 checks, 30 lines checked",
             1
         ));
+    }
+
+    #[test]
+    fn maintainers_answers_a_file_path_warning_only_for_files_it_covers() {
+        let report = "WARNING:FILE_PATH_CHANGES: added, moved or deleted file(s), does MAINTAINERS need updating?\n";
+        let patch = "diff --git a/tools/testing/selftests/bpf/progs/x.c b/tools/testing/selftests/bpf/progs/x.c\n\
+                     new file mode 100644\n\
+                     diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c\n\
+                     index 1..2 100644\n";
+        let maintainers = "BPF [GENERAL]\nF:\tkernel/bpf/\nF:\ttools/testing/selftests/bpf/\n";
+        assert_eq!(
+            maintained_file_changes(report, patch, maintainers),
+            ["tools/testing/selftests/bpf/progs/x.c"]
+        );
+        let elsewhere = patch.replace("tools/testing/selftests/bpf/", "tools/new/");
+        assert!(maintained_file_changes(report, &elsewhere, maintainers).is_empty());
+        assert!(maintained_file_changes("", patch, maintainers).is_empty());
+    }
+
+    #[test]
+    fn tools_files_are_no_kbuild_objects() {
+        let files = [
+            "kernel/bpf/arraymap.c".to_string(),
+            "tools/testing/selftests/bpf/progs/x.c".to_string(),
+            "include/linux/bpf.h".to_string(),
+        ];
+        assert_eq!(objects_of(&files), ["kernel/bpf/arraymap.o"]);
     }
 
     #[test]
