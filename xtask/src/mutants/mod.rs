@@ -87,7 +87,12 @@ pub fn of_patch(index: usize, name: &str, text: &str) -> Vec<Mutant> {
     let mut out = Vec::new();
     let diff = diff_start(text);
     let lines: Vec<&str> = text.lines().collect();
-    for unit in units::units(text) {
+    // The kernel's code only: tools/ (the BPF tree's selftests) is what
+    // judges a kernel, not what a kernel runs.
+    for unit in units::units(text)
+        .into_iter()
+        .filter(|u| !u.file.starts_with("tools/"))
+    {
         let mut counts = std::collections::HashMap::new();
         for (op, replacement) in operators::mutate(&unit) {
             let n = counts.entry(op).or_insert(0);
@@ -226,6 +231,21 @@ mod tests {
 
     fn series() -> Series {
         crate::kernel::project_series().unwrap()
+    }
+
+    #[test]
+    fn the_selftests_a_patch_adds_are_not_mutated() {
+        let patch =
+            "diff --git a/tools/testing/selftests/bpf/x.c b/tools/testing/selftests/bpf/x.c\n\
+                     --- /dev/null\n\
+                     +++ b/tools/testing/selftests/bpf/x.c\n\
+                     @@ -0,0 +1,3 @@\n\
+                     +void f(int *a)\n\
+                     +{\n\
+                     +\t*a = 1;\n";
+        assert!(of_patch(0, "0006-x.patch", patch).is_empty());
+        let kernel = patch.replace("tools/testing/selftests/bpf/", "kernel/bpf/");
+        assert!(!of_patch(0, "0006-x.patch", &kernel).is_empty());
     }
 
     #[test]
