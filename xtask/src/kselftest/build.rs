@@ -42,9 +42,25 @@ pub const TREE: &str = "tree";
 pub const MIRRORED_FROM: &str = "mirrored-from";
 
 /// What a sync of the mirror keeps when the source lacks it: make's
-/// outputs, all inside the selftests directory.
+/// outputs, all inside the selftests directory; not a test source the
+/// Makefile globs, which a series added and the tree now synced lacks
+/// (kept, make would build that test into test_progs again).
 pub fn is_output(rel: &Path) -> bool {
-    rel.starts_with(SELFTESTS_DIR)
+    rel.starts_with(SELFTESTS_DIR) && !is_globbed_test_source(rel)
+}
+
+/// A `.c` right inside one of the directories whose tests the selftests'
+/// Makefile finds by wildcard.
+fn is_globbed_test_source(rel: &Path) -> bool {
+    let Ok(inside) = rel.strip_prefix(SELFTESTS_DIR) else {
+        return false;
+    };
+    let parts: Vec<&str> = inside.iter().filter_map(|p| p.to_str()).collect();
+    matches!(
+        parts[..],
+        [dir, file] if ["prog_tests", "progs", "map_tests", "verifier"].contains(&dir)
+            && file.ends_with(".c")
+    )
 }
 
 /// A kernel we built: its source tree, its build directory and vmlinux.
@@ -538,6 +554,18 @@ mod tests {
         let k = kernel();
         assert_eq!(k.tree, Path::new("/c/s/patched"));
         assert_eq!(k.build_dir, Path::new("/c/s/patched/_build-default"));
+    }
+
+    #[test]
+    fn a_test_source_the_tree_lacks_is_no_output_to_keep() {
+        let at = |p: &str| Path::new(SELFTESTS_DIR).join(p);
+        assert!(!is_output(&at("prog_tests/array_mmap_lazy.c")));
+        assert!(!is_output(&at("progs/array_mmap_lazy.c")));
+        assert!(is_output(&at("array_mmap_lazy.skel.h")));
+        assert!(is_output(&at("prog_tests/tests.h")));
+        assert!(is_output(&at("test_kmods/bpf_testmod.mod.c")));
+        assert!(is_output(&at("disasm.c")));
+        assert!(!is_output(Path::new("kernel/bpf/arraymap.c")));
     }
 
     #[test]

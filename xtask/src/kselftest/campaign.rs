@@ -9,12 +9,14 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use super::guest;
-use super::held::Held;
+use super::held::{Held, NewTest};
 use super::leftout::LeftOut;
+use super::lists;
 use super::llvm::Llvm;
 use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
 use super::{RunOptions, RunnerRun};
+use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
 use crate::vm::schedule;
@@ -122,12 +124,7 @@ pub fn run(
     let held = Held {
         any: choice.default_set() || !choice.tests.is_empty(),
         named: !choice.tests.is_empty(),
-        new: if options.new_on.is_some() {
-            choice.tests.clone()
-        } else {
-            Vec::new()
-        },
-        lacking,
+        new: new_tests(lacking, choice, source, &targets)?,
     };
     Ok(Some(Ran {
         run_dir: session.run_dir().to_path_buf(),
@@ -138,11 +135,69 @@ pub fn run(
     }))
 }
 
+/// The tests new in a variant: `--new-on`'s (`lacking` its kernels
+/// without the variant), or in the default set `kselftest/NEW_ON`'s.
+fn new_tests(
+    lacking: Option<Vec<bool>>,
+    choice: &TestChoice,
+    source: &SourceConfig,
+    targets: &[Target],
+) -> Result<Vec<NewTest>> {
+    Ok(match (lacking, choice.default_set()) {
+        (Some(lacking), _) => choice
+            .tests
+            .iter()
+            .map(|t| NewTest {
+                name: t.clone(),
+                lacking: lacking.clone(),
+            })
+            .collect(),
+        (None, true) => new_in_the_default_set(source, targets)?,
+        (None, false) => Vec::new(),
+    })
+}
+
+/// The default set's tests that `kselftest/NEW_ON` says are new in a
+/// variant, each with the kernels of this run that lack it.
+fn new_in_the_default_set(source: &SourceConfig, targets: &[Target]) -> Result<Vec<NewTest>> {
+    let series = source.series()?;
+    lists::load_new_on()?
+        .into_iter()
+        .map(|(name, variant)| {
+            let Some(wanted) = series.variant(&variant).map(|v| v.patches) else {
+                bail!(
+                    "kselftest/{}: {name} is new in {variant}, which the series has no variant of; name one of patches/series's",
+                    lists::NEW_ON
+                );
+            };
+            Ok(NewTest {
+                name,
+                lacking: lacking_before(&series, wanted, targets),
+            })
+        })
+        .collect()
+}
+
+/// Per kernel of `targets`, whether it lacks a variant of `wanted`
+/// patches: base, and the variants before it.
+fn lacking_before(series: &Series, wanted: usize, targets: &[Target]) -> Vec<bool> {
+    let patches = |name: &str| series.variant(name).map(|v| v.patches);
+    targets
+        .iter()
+        .map(|t| t.flavor.is_base() || patches(t.flavor.name()).is_some_and(|p| p < wanted))
+        .collect()
+}
+
 /// Per kernel, whether it lacks `--new-on VARIANT`'s patches: base, and
-/// the variants before it. VARIANT must be one of the run's kernels.
-fn lacking(options: &SuiteOptions, source: &SourceConfig, targets: &[Target]) -> Result<Vec<bool>> {
+/// the variants before it (None without `--new-on`). VARIANT must be one
+/// of the run's kernels.
+fn lacking(
+    options: &SuiteOptions,
+    source: &SourceConfig,
+    targets: &[Target],
+) -> Result<Option<Vec<bool>>> {
     let Some(new_on) = &options.new_on else {
-        return Ok(vec![false; targets.len()]);
+        return Ok(None);
     };
     let series = source.series()?;
     let patches = |name: &str| series.variant(name).map(|v| v.patches);
@@ -159,10 +214,7 @@ fn lacking(options: &SuiteOptions, source: &SourceConfig, targets: &[Target]) ->
                 .join(", ")
         );
     };
-    Ok(targets
-        .iter()
-        .map(|t| t.flavor.is_base() || patches(t.flavor.name()).is_some_and(|p| p < wanted))
-        .collect())
+    Ok(Some(lacking_before(&series, wanted, targets)))
 }
 
 /// Every runner on every kernel, `--vms` guests at once; each kernel's

@@ -16,14 +16,32 @@ use crate::report::protocol::Status;
 use crate::report::KernelRun;
 
 /// What the run holds its tests to: whether anything is held (not with
-/// `--all`), whether the tests were named with `-t`, the `-t` names
-/// `--new-on` says are new, and per kernel whether it lacks their
-/// variant (base, and the variants before it).
+/// `--all`), whether the tests were named with `-t`, and the tests that
+/// are new in a variant (`--new-on`'s `-t` names, or in the default set
+/// those `kselftest/NEW_ON` lists).
 pub struct Held {
     pub any: bool,
     pub named: bool,
-    pub new: Vec<String>,
+    pub new: Vec<NewTest>,
+}
+
+/// A test new in a variant, and per kernel whether that kernel lacks the
+/// variant (base, and the variants before it).
+pub struct NewTest {
+    pub name: String,
     pub lacking: Vec<bool>,
+}
+
+impl Held {
+    /// The new test `test` (a test or one of its subtests) is, if any.
+    fn new_test(&self, test: &str) -> Option<&NewTest> {
+        self.new.iter().find(|t| is_test_or_subtest(test, &t.name))
+    }
+
+    /// The new tests' names.
+    pub fn new_names(&self) -> Vec<String> {
+        self.new.iter().map(|t| t.name.clone()).collect()
+    }
 }
 
 /// Which rule holds one result row.
@@ -45,7 +63,7 @@ impl Held {
     /// sets, run beside it with `--runner`, keep the default set's rule.
     fn rule(&self, name: &str) -> Rule {
         let test = name.split_once(':').map_or(name, |(_, t)| t);
-        if self.new.iter().any(|t| is_test_or_subtest(test, t)) {
+        if self.new_test(test).is_some() {
             return Rule::New;
         }
         let selected_by_name = split_result_name(name).is_some_and(|(r, _)| r.is_test_progs());
@@ -68,8 +86,10 @@ pub fn held(sides: &[Side], held: &Held) -> Vec<String> {
             .map(|i| sides[i].run.kernel.as_str())
             .collect();
         let rule = held.rule(&name);
+        let test = name.split_once(':').map_or(name.as_str(), |(_, t)| t);
+        let lacking = |i: usize| held.new_test(test).is_some_and(|t| t.lacking[i]);
         for (i, side) in sides.iter().enumerate() {
-            if rule == Rule::New && held.lacking[i] {
+            if rule == Rule::New && lacking(i) {
                 continue;
             }
             let kernel = &side.run.kernel;
@@ -105,7 +125,7 @@ fn skipped_inside_a_passing_test(run: &KernelRun, name: &str, held: &Held) -> bo
         return false;
     };
     let test = name.split_once(':').map_or(name, |(_, t)| t);
-    !held.new.iter().any(|t| t == test) && status_of(run, parent) == Some(Status::Pass)
+    !held.new.iter().any(|t| t.name == test) && status_of(run, parent) == Some(Status::Pass)
 }
 
 /// The line for a skip of `name` on `kernel` that `rule` does not allow;
@@ -126,8 +146,9 @@ fn skip_broke(name: &str, kernel: &str, rule: Rule, base: Option<String>) -> Opt
 /// A new test, as a whole, must not pass where its feature is missing.
 fn passes_where_lacking(sides: &[Side], held: &Held) -> Vec<String> {
     let mut out = Vec::new();
-    for (side, _) in sides.iter().zip(&held.lacking).filter(|(_, l)| **l) {
-        for t in &held.new {
+    for new in &held.new {
+        let t = &new.name;
+        for (side, _) in sides.iter().zip(&new.lacking).filter(|(_, l)| **l) {
             let mut runners: Vec<&str> = Vec::new();
             for r in &side.run.results {
                 match r.name.split_once(':') {
@@ -143,7 +164,7 @@ fn passes_where_lacking(sides: &[Side], held: &Held) -> Vec<String> {
                 let whole = format!("{runner}:{t}");
                 if status_of(side.run, &whole) == Some(Status::Pass) {
                     out.push(format!(
-                        "{whole} passes on {}: --new-on says that kernel lacks what it tests",
+                        "{whole} passes on {}: it is new in a later variant (--new-on or kselftest/NEW_ON), so that kernel lacks what it tests",
                         side.run.kernel
                     ));
                 }
@@ -165,8 +186,13 @@ mod tests {
         Held {
             any: true,
             named,
-            new: new.iter().map(|t| t.to_string()).collect(),
-            lacking: lacking.to_vec(),
+            new: new
+                .iter()
+                .map(|t| NewTest {
+                    name: t.to_string(),
+                    lacking: lacking.to_vec(),
+                })
+                .collect(),
         }
     }
 
@@ -316,7 +342,7 @@ mod tests {
         );
         assert_eq!(
             held(&pair(&base_ok, &patched_ok), &hold),
-            ["test_progs:feat passes on base: --new-on says that kernel lacks what it tests"]
+            ["test_progs:feat passes on base: it is new in a later variant (--new-on or kselftest/NEW_ON), so that kernel lacks what it tests"]
         );
         // Failing on the variant as on base: held as any test.
         let patched_bad = run(
@@ -339,6 +365,64 @@ mod tests {
         assert_eq!(
             held(&pair(&base_old_bad, &patched), &hold),
             ["test_progs:old is FAIL on base"]
+        );
+    }
+
+    #[test]
+    fn each_new_test_is_held_from_its_own_variant_on() {
+        use Status::*;
+        // The default set with two tests new in two variants, as
+        // kselftest/NEW_ON lists them: `early` from the second kernel on,
+        // `late` from the third.
+        let hold = Held {
+            any: true,
+            named: false,
+            new: vec![
+                NewTest {
+                    name: "early".into(),
+                    lacking: vec![true, false, false],
+                },
+                NewTest {
+                    name: "late".into(),
+                    lacking: vec![true, true, false],
+                },
+            ],
+        };
+        let kernels = |early: [Status; 3], late: [Status; 3]| {
+            ["base", "first", "second"]
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    run(
+                        k,
+                        &[("test_progs:early", early[i]), ("test_progs:late", late[i])],
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        fn sides_of(runs: &[KernelRun]) -> Vec<Side<'_>> {
+            runs.iter()
+                .enumerate()
+                .map(|(i, run)| Side {
+                    run,
+                    patched: i > 0,
+                })
+                .collect()
+        }
+        let good = kernels([Fail, Pass, Pass], [Fail, Fail, Pass]);
+        assert!(held(&sides_of(&good), &hold).is_empty());
+        // `late` failing on the first variant is what it should do there;
+        // `early` failing there is not.
+        let bad = kernels([Fail, Fail, Pass], [Fail, Fail, Pass]);
+        assert_eq!(
+            held(&sides_of(&bad), &hold),
+            ["test_progs:early is FAIL on first"]
+        );
+        // `late` passing where its variant is missing.
+        let early_pass = kernels([Fail, Pass, Pass], [Fail, Pass, Pass]);
+        assert_eq!(
+            held(&sides_of(&early_pass), &hold),
+            ["test_progs:late passes on first: it is new in a later variant (--new-on or kselftest/NEW_ON), so that kernel lacks what it tests"]
         );
     }
 

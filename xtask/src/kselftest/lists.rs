@@ -56,6 +56,42 @@ pub const DENYLIST: &str = "DENYLIST";
 /// architecture): options the lean configuration leaves out on purpose.
 pub const DENYLIST_LEAN: &str = "DENYLIST.lean";
 
+/// The series' own tests of the default set, each with the variant it is
+/// new in (`NAME  VARIANT  # why`): held as `--new-on VARIANT` holds
+/// `-t`'s, to fail before that variant and pass from it on.
+pub const NEW_ON: &str = "NEW_ON";
+
+/// Reads `kselftest/NEW_ON`: (test, variant) pairs.
+pub fn load_new_on() -> Result<Vec<(String, String)>> {
+    let path = crate::project::root().join("kselftest").join(NEW_ON);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    parse_new_on(&text).with_context(|| format!("in {}", path.display()))
+}
+
+/// `NAME  VARIANT  # why` per line; comments and blank lines as in the
+/// other lists.
+pub fn parse_new_on(text: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (fields, reason) = line.split_once('#').unwrap_or((line, ""));
+        let words: Vec<&str> = fields.split_whitespace().collect();
+        match (&words[..], reason.trim().is_empty()) {
+            ([name, variant], false) => out.push((name.to_string(), variant.to_string())),
+            _ => bail!(
+                "line {}: `{}` is not `NAME  VARIANT  # why`; write the test, the variant it is new in, and why",
+                i + 1,
+                line
+            ),
+        }
+    }
+    Ok(out)
+}
+
 /// Reads `kselftest/<file>` of the project.
 pub fn load(file: &'static str) -> Result<Vec<Entry>> {
     let path = crate::project::root().join("kselftest").join(file);
@@ -171,5 +207,29 @@ mod tests {
         load(DENYLIST).unwrap();
         let lean = load(DENYLIST_LEAN).unwrap();
         assert!(lean.iter().all(|e| e.list == DENYLIST_LEAN));
+    }
+
+    #[test]
+    fn new_on_lines_name_a_test_and_a_variant_with_a_reason() {
+        let text = "# the series' own\narray_mmap_refault  mainline  # data after MADV_DONTNEED\n";
+        assert_eq!(
+            parse_new_on(text).unwrap(),
+            [("array_mmap_refault".to_string(), "mainline".to_string())]
+        );
+        for bad in ["t direct\n", "t # no variant\n", "t a b # two\n"] {
+            let err = parse_new_on(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("line 1") && err.contains("NAME  VARIANT  # why"),
+                "{err}"
+            );
+        }
+        // The project's own list parses, and names tests of the default set.
+        let allow = load(ALLOWLIST).unwrap();
+        for (name, _) in load_new_on().unwrap() {
+            assert!(
+                allow.iter().any(|e| e.name == name),
+                "{name} not in ALLOWLIST"
+            );
+        }
     }
 }

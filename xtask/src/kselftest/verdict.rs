@@ -47,7 +47,7 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
     } else {
         Vec::new()
     };
-    let verdict = verdict_lines(&findings, &broken, &held.new);
+    let verdict = verdict_lines(&findings, &broken, &held.new_names());
     let default_set_failed = !broken.is_empty();
     let mut text = format!("{table}\n{}\n", verdict.join("\n"));
     text.push_str(&skipped(runs));
