@@ -50,16 +50,20 @@ pub const RESULTS_PORT: &str = "/dev/ttyS1";
 /// eager (without the lazy mapping: 7.3 with it reverted), mainline
 /// (with it, 0001: 7.3 as shipped), then each variant of patches/series:
 /// +0002 and 0003 (the fault handlers of array and arena maps map the
-/// page), +0004 (a fixed window), +0005 (the window grows with
-/// sequential faults).
+/// page), +0004 (a window grown while faults are sequential), +0005
+/// (small mappings populated by mmap()).
 pub const PLAN_KERNELS: [&str; 5] = ["eager", "mainline", "direct", "prefault", "adaptive"];
 
 /// The most map pages one fault maps on "prefault" and "adaptive"
 /// (ARRAY_MAP_FAULT_WINDOW, defined by patch 0004): what their tests and
 /// the bench's Rss bound expect. xtask's
-/// `the_window_size_is_the_one_the_series_defines` fails when the two
-/// differ.
+/// `the_series_defines_what_the_guest_expects` fails when the two differ.
 pub const PREFAULT_WINDOW_PAGES: usize = 64;
+
+/// The largest mapping mmap() populates whole on "adaptive"
+/// (ARRAY_MAP_MMAP_POPULATE_PAGES, defined by patch 0005), held to the
+/// series' `#define` as PREFAULT_WINDOW_PAGES is.
+pub const MMAP_POPULATE_PAGES: usize = 256;
 
 /// Kernel command-line keys read by /init.
 pub mod param {

@@ -31,7 +31,7 @@ use guest_common::protocol::{Line, ResultWord, TestLine};
 
 use crate::child;
 use crate::kmsg::{find_splats, Kmsg};
-pub use model::{Fill, Filled, FAULT_WINDOW};
+pub use model::{Fill, Filled, FAULT_WINDOW, POPULATE_PAGES};
 use options::{InjectKind, Options, USAGE};
 
 /// Which kernel the guest booted.
@@ -46,11 +46,11 @@ pub enum Kernel {
     /// With 0001-0003 (D): each page is faulted in on its own, mapped
     /// by the handler.
     Direct,
-    /// With 0001-0004 (W): a fault maps the aligned window of
-    /// [`FAULT_WINDOW`] map pages around the faulting page, within the VMA.
+    /// With 0001-0004 (W): a fault maps a window that grows while faults
+    /// are sequential, up to [`FAULT_WINDOW`] pages.
     Prefault,
-    /// With 0001-0005 (A): a fault's window grows with the mapped run next
-    /// to it, up to [`FAULT_WINDOW`] pages.
+    /// With 0001-0005 (A): the same, and mmap() populates a mapping of at
+    /// most [`POPULATE_PAGES`] pages whole.
     Adaptive,
 }
 
@@ -83,8 +83,16 @@ impl Kernel {
         match self {
             Kernel::Eager => Fill::Eager,
             Kernel::Mainline | Kernel::Direct => Fill::PerPage,
-            Kernel::Prefault => Fill::AlignedWindow,
-            Kernel::Adaptive => Fill::Growing,
+            Kernel::Prefault | Kernel::Adaptive => Fill::Growing,
+        }
+    }
+
+    /// Whether mmap() inserts every page of a mapping of `pages` pages.
+    pub fn populates(self, pages: usize) -> bool {
+        match self {
+            Kernel::Eager => true,
+            Kernel::Adaptive => pages <= POPULATE_PAGES,
+            _ => false,
         }
     }
 
@@ -122,6 +130,22 @@ impl Ctx {
             lazy
         } else {
             eager
+        }
+    }
+
+    /// Whether mmap() inserts every page of a mapping of `pages` pages:
+    /// on eager, and on adaptive up to [`POPULATE_PAGES`].
+    pub fn populates(&self, pages: usize) -> bool {
+        self.kernel.populates(pages)
+    }
+
+    /// What a fresh mapping of `pages` pages shows before any access:
+    /// `populated` where mmap() inserted every page, `lazy` elsewhere.
+    pub fn pick_at_mmap<T>(&self, pages: usize, lazy: T, populated: T) -> T {
+        if self.populates(pages) {
+            populated
+        } else {
+            lazy
         }
     }
 
@@ -509,15 +533,12 @@ mod unit {
     #[test]
     fn rss_follows_the_model() {
         let on = |kernel| Ctx { kernel };
-        let w = FAULT_WINDOW;
-        assert_eq!(
-            on(Kernel::Prefault).rss_after(0..2048, &[0, 1, 2047]),
-            (2 * w * 4096) as u64
-        );
-        assert_eq!(
-            on(Kernel::Adaptive).rss_after(0..2048, &[0, 1, 2047]),
-            4 * 4096
-        );
+        for kernel in [Kernel::Prefault, Kernel::Adaptive] {
+            // 0 alone, 1 next to it maps 1..3, 2047 alone.
+            assert_eq!(on(kernel).rss_after(0..2048, &[0, 1, 2047]), 4 * 4096);
+        }
+        assert_eq!(on(Kernel::Adaptive).rss_after(0..16, &[]), 16 * 4096);
+        assert_eq!(on(Kernel::Prefault).rss_after(0..16, &[]), 0);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn t25_libbpf_global_data(ctx: &Ctx) -> Result<(), Skip> {
     );
     assert_eq!(
         v.rss_bytes(),
-        ctx.pick(0, size as u64),
+        ctx.pick_at_mmap(size / PAGE, 0, size as u64),
         "{ctx}: Rss of the frozen .rodata mapping before any access"
     );
     for p in [2, 0, 3, 1] {

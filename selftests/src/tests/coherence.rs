@@ -22,7 +22,7 @@ pub fn t04_syscall_and_mapping_coherent(ctx: &Ctx) -> Result<(), Skip> {
     // The update went through the kernel's address: nothing got mapped.
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(0, m.len() as u64),
+        ctx.pick_at_mmap(m.len() / PAGE, 0, m.len() as u64),
         "{ctx}: Rss after UPDATE_ELEM"
     );
     check_page_full(
@@ -119,7 +119,7 @@ pub fn t05_prog_and_mapping_coherent(ctx: &Ctx) -> Result<(), Skip> {
     );
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(0, m.len() as u64),
+        ctx.pick_at_mmap(m.len() / PAGE, 0, m.len() as u64),
         "{ctx}: Rss after a program wrote the map"
     );
     assert_eq!(
@@ -169,7 +169,7 @@ pub fn t05_direct_value_every_page(ctx: &Ctx) -> Result<(), Skip> {
     assert_eq!(run(&writer, "direct-value writer"), 1);
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(0, m.len() as u64),
+        ctx.pick_at_mmap(m.len() / PAGE, 0, m.len() as u64),
         "{ctx}: Rss after direct-value stores"
     );
     for p in 0..PAGES {

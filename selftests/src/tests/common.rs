@@ -2,11 +2,13 @@
 //! recognisable contents, page checks, smaps look-ups and errno asserts.
 
 use std::io;
+pub use std::os::fd::AsFd;
 
 pub use crate::child::{expect_signal, run_in_child, spawn, Gate};
 pub use crate::proc::Vma;
-pub use crate::runner::{Ctx, Kernel, Skip, FAULT_WINDOW};
-pub use crate::sys::bpf::{Map, MapSpec};
+pub use crate::runner::model::Record;
+pub use crate::runner::{Ctx, Fill, Filled, Kernel, Skip, FAULT_WINDOW, POPULATE_PAGES};
+pub use crate::sys::bpf::{self, Map, MapSpec};
 pub use crate::sys::err_name;
 pub use crate::sys::mm::{self, Mapping, RO, RW};
 
@@ -78,9 +80,13 @@ impl PagedMap {
         word(&self.lookup_page(page), w)
     }
 
-    /// mmap(MAP_SHARED) of `pages` pages starting at map page `first`.
+    /// mmap(MAP_SHARED) of `pages` pages starting at map page `first`,
+    /// through a file of the map's own: a fault's window grows from the
+    /// last window of its file (`runner::model`), so that each mapping
+    /// made here starts as the model's fresh one does.
     pub fn mmap(&self, pages: usize, prot: i32, first: usize) -> io::Result<Mapping> {
-        mm::map_shared(self.map.fd(), pages * PAGE, prot, (first * PAGE) as u64)
+        let fd = bpf::map_get_fd_by_id(self.map.id()?)?;
+        mm::map_shared(fd.as_fd(), pages * PAGE, prot, (first * PAGE) as u64)
     }
 
     /// The whole map, read-write.

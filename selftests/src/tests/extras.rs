@@ -208,12 +208,12 @@ pub fn t27_numa_node_placement(ctx: &Ctx) -> Result<(), Skip> {
         let all_counted = BTreeMap::from([(node, PAGES as u64)]);
         assert_eq!(
             nodes_of_pages(m.addr(), PAGES),
-            ctx.pick(all_on(-libc::ENOENT), all_on(node as i32)),
+            ctx.pick_at_mmap(PAGES, all_on(-libc::ENOENT), all_on(node as i32)),
             "{ctx}: move_pages status before touching (node {node} map)"
         );
         assert_eq!(
             numa_maps_nodes(m.addr()),
-            ctx.pick(BTreeMap::new(), all_counted.clone()),
+            ctx.pick_at_mmap(PAGES, BTreeMap::new(), all_counted.clone()),
             "{ctx}: numa_maps before touching (node {node} map)"
         );
         std::hint::black_box(touch_pages(&m, &(0..PAGES).collect::<Vec<_>>()));

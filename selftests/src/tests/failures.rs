@@ -74,10 +74,11 @@ impl Injection {
     }
 }
 
-/// The map's pages 0..2W mapped so that map page 32 starts a new 2 MiB
+/// The map's pages 0..PAGES mapped so that map page 32 starts a new 2 MiB
 /// region whose page table does not exist yet, while that of the region
 /// before it does (an anonymous page there was written). 4 MiB-aligned,
-/// so both regions share their upper page tables.
+/// so both regions share their upper page tables. Through a file of its
+/// own, so that windows grow from a fresh record.
 fn across_a_page_table(pm: &PagedMap) -> Mapping {
     const SPLIT: usize = 32;
     let (at, _) = ok(mm::reserve(4 * MIB, 4 * MIB), "reserving 4 MiB").leak();
@@ -95,72 +96,82 @@ fn across_a_page_table(pm: &PagedMap) -> Mapping {
     anon.write_u64(0, 1);
     anon.leak();
     let start = at + 2 * MIB - SPLIT * PAGE;
+    let fd = ok(
+        pm.map.id().and_then(bpf::map_get_fd_by_id),
+        "a file of the map's own",
+    );
     ok(
         mm::mmap(
             start,
-            2 * FAULT_WINDOW * PAGE,
+            PAGES * PAGE,
             RW,
             libc::MAP_SHARED | libc::MAP_FIXED,
-            Some(pm.map.fd()),
+            Some(fd.as_fd()),
             0,
         ),
         "the map across the 2 MiB boundary",
     )
 }
 
-/// T35 (W is the window, pages 0..W straddle a 2 MiB boundary at map page
-/// 32). A: reading page 16 while the page table past the boundary cannot
-/// be allocated: the page and 17..31 are mapped, the fill stops at the
-/// failure (and skips 0..15); reading page 10 afterwards maps the rest of
-/// the window, stepping over 16..31 to the missing table; then page 40.
-/// B: reading page 40 while its own page table cannot be allocated (the
-/// first allocation, the core's pre-allocation, passes):
-/// the fault reports OOM, the core retries it, and the read succeeds in
-/// one counted fault with the window mapped; the least of three tries is
-/// compared, which rules out a stray fault of the test itself.
+/// Map pages in T35's mappings: lazy on both window kernels.
+const PAGES: usize = POPULATE_PAGES + FAULT_WINDOW;
+
+/// T35 (a 2 MiB boundary at map page 32). A: reading pages 24, 25 and 27
+/// grows a window to 4 pages (27..30); reading page 31 asks for 8 while
+/// the page table past the boundary cannot be allocated: the fill stops
+/// at the failure, and 31 is mapped alone (W, A), the window it recorded
+/// of 1 page, so that reading 32 then maps 32..33. On P and D no fault
+/// reaches the boundary, and the failure stays armed. B: reading page 40
+/// while its own page table cannot be allocated (the first allocation,
+/// the core's pre-allocation, passes): the fault reports OOM, the core
+/// retries it, and the read succeeds in one counted fault; the least of
+/// three tries is compared, which rules out a stray fault of the test
+/// itself.
 pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
-    let pm = PagedMap::new(2 * FAULT_WINDOW);
+    let pm = PagedMap::new(PAGES);
     pm.fill_all();
     let m = across_a_page_table(&pm);
-    let present = |m: &Mapping| present_pages(m.addr(), 2 * FAULT_WINDOW);
-    let (_, spent) = Injection::new(0).armed(|| check_page(&m, 16, 16, "page 16, fill failing"));
-    // The aligned window's fill stops at the failure; a lone read on the
-    // growing window's kernel maps page 16 alone, as on P and D.
-    let want = match ctx.kernel {
-        Kernel::Prefault => (16..32).collect(),
-        _ => ctx.present_after(0..2 * FAULT_WINDOW, &[16]),
-    };
+    let present = |m: &Mapping| present_pages(m.addr(), PAGES);
+    let grown = [24, 25, 27];
+    for p in grown {
+        check_page(&m, p, p, "growing a window up to the boundary");
+    }
+    let (_, spent) = Injection::new(0).armed(|| check_page(&m, 31, 31, "page 31, fill failing"));
+    let reaches = ctx.kernel.fill() == Fill::Growing;
+    let mut model = Filled::new(ctx.kernel, 0..PAGES);
+    model.touch(&grown);
+    if reaches {
+        // The window's fill failed at 32: 31 alone, and so recorded.
+        model.present.insert(31);
+        model.record = Some(Record { start: 31, size: 1 });
+        model.faults += 1;
+    } else {
+        model.touch(&[31]);
+    }
     let got = present(&m);
     assert!(
-        got == want,
-        "{ctx}: after reading page 16 with the page table past page 31 failing: present {}, expected {}",
+        got == model.pages(),
+        "{ctx}: after reading page 31 with the page table past it failing: present {}, expected {}",
         ranges(&got),
-        ranges(&want)
+        ranges(&model.pages())
     );
-    // Only the aligned window's fill reaches past page 31; elsewhere the
-    // failure must stay armed, or the case would be another test.
-    let reaches = ctx.kernel == Kernel::Prefault;
+    // Only a window's fill reaches past page 31; elsewhere the failure
+    // must stay armed, or the case would be another test.
     assert_eq!(
         spent, reaches,
         "{ctx}: the failing allocation of the page table past page 31 fired: {spent}, expected {reaches}"
     );
-    // The fill above page 10 meets 16..31 mapped and steps over them to
-    // the table past page 31, which does not exist: the hole walk reports
-    // it as a hole, and the fill goes on there.
-    check_page(&m, 10, 10, "page 10 after the failure");
-    assert_present_window(
-        ctx,
-        &present(&m),
-        &[16, 10],
-        "after reading page 10 as well",
-    );
-    check_page(&m, 40, 40, "page 40 after the failure");
-    assert_present_window(
-        ctx,
-        &present(&m),
-        &[16, 10, 40],
-        "after reading page 40 as well",
-    );
+    for p in [32, 40] {
+        check_page(&m, p, p, &format!("page {p} after the failure"));
+        model.touch(&[p]);
+        let got = present(&m);
+        assert!(
+            got == model.pages(),
+            "{ctx}: after reading page {p} as well: present {}, expected {}",
+            ranges(&got),
+            ranges(&model.pages())
+        );
+    }
 
     let tries: Vec<(u64, bool)> = (0..3).map(|_| own_table_fails(ctx, &pm)).collect();
     let faults: Vec<u64> = tries.iter().map(|t| t.0).collect();
@@ -208,7 +219,7 @@ fn own_table_fails(ctx: &Ctx, pm: &PagedMap) -> (u64, bool) {
         40,
         &format!("{ctx}: page 40, its page table failing once"),
     );
-    let got = present_pages(m.addr(), 2 * FAULT_WINDOW);
+    let got = present_pages(m.addr(), PAGES);
     assert_present_window(
         ctx,
         &got,
@@ -218,11 +229,11 @@ fn own_table_fails(ctx: &Ctx, pm: &PagedMap) -> (u64, bool) {
     (faults, spent)
 }
 
-/// What touching `touched` leaves present in a 2W-page mapping at map
+/// What touching `touched` leaves present in a PAGES-page mapping at map
 /// page 0, on this kernel.
 #[track_caller]
 fn assert_present_window(ctx: &Ctx, got: &[usize], touched: &[usize], what: &str) {
-    let want = ctx.present_after(0..2 * FAULT_WINDOW, touched);
+    let want = ctx.present_after(0..PAGES, touched);
     assert!(
         got == want,
         "{ctx}: {what}: present {}, expected {}",

@@ -1,9 +1,12 @@
-//! T36-T38, T40: the growing window (patch 0005, kernel A), whose only state is
-//! the page table: a fault maps one page more than the mapped run next to
-//! it, up to FAULT_WINDOW. Every kernel holds the presence model's exact
-//! expectations (`runner::model`): for access sequences that change
-//! direction and density, for two mappings of one map used in turn, across
-//! fork and mremap; concurrent sweeps check contents and the log.
+//! T36-T38, T40: the growing window (patch 0004, kernels W and A), whose
+//! only state is the map file's record of the last window: a fault right
+//! above it maps up to twice its pages upwards, one right below it as many
+//! downwards, up to FAULT_WINDOW, and any other fault its own page. Every
+//! kernel holds the presence model's exact expectations
+//! (`runner::model`): for access sequences that change direction and
+//! density, for two mappings used in turn, across fork and mremap;
+//! concurrent sweeps check contents and the log. The maps are larger
+//! than adaptive populates at mmap(), so that both window kernels fault.
 
 use std::ops::Range;
 use std::sync::Barrier;
@@ -41,15 +44,16 @@ fn read_mapping_in_order(ctx: &Ctx, m: &Mapping, vma: Range<usize>, order: &[usi
     }
 }
 
-/// T36 (W is the window): a 4W-page map read through fresh mappings in
-/// eight orders. Sequential from 0 to 40, then every 8th page of 100..164,
-/// then sequential from 200 to the end: A's window grows, falls back to
-/// one page, and grows again from 1. A reverse sweep grows it downwards;
-/// a stride of 2 never grows it. A sweep from the middle upwards, then
-/// from the middle downwards, meets the first sweep's run. Maps of 1, 16
-/// and 256 pages read whole take the faults measured for each kernel.
+/// T36 (W is the window, P the largest mapping A populates): a
+/// (P+W)-page map read through fresh mappings in eight orders.
+/// Sequential from 0 to 40, then every 8th page of 100..164, then
+/// sequential from 200 to the end: the window grows, falls back to one
+/// page, and grows again from 1. A reverse sweep grows it downwards; a
+/// stride of 2 never grows it. A sweep from the middle upwards, then from
+/// the middle downwards, grows again from 1 page. Maps of 1, 16, P and
+/// P+1 pages read whole take the faults measured for each kernel.
 pub fn t36_growing_window_sequences(ctx: &Ctx) -> Result<(), Skip> {
-    const PAGES: usize = 4 * FAULT_WINDOW;
+    const PAGES: usize = POPULATE_PAGES + FAULT_WINDOW;
     let pm = PagedMap::new(PAGES);
     pm.fill_all();
     let mixed: Vec<usize> = (0..40)
@@ -91,28 +95,25 @@ pub fn t36_growing_window_sequences(ctx: &Ctx) -> Result<(), Skip> {
         &outwards,
         "up from the middle, then down",
     );
-    // 10..13 and 15 mapped, then 14: the run below ends at 12, short of
-    // 14, and is no run; the run above (15) grows the window down to 13.
-    let short = [10, 11, 15, 14];
-    read_in_order(ctx, &pm, all, &short, "a run below that stops short");
+    // 10, then 11..12; 15 alone, then 14 right below it grows the
+    // window down to 13.
+    let turn = [10, 11, 15, 14];
+    read_in_order(ctx, &pm, all, &turn, "up, then down from a lone fault");
     across_table_boundaries(ctx, &pm);
-    edge_faults_beside_a_third_table(ctx, &pm);
     small_maps_read_whole(ctx);
     Ok(())
 }
 
 /// T36's sweeps and lone faults across a pte table boundary.
 fn across_table_boundaries(ctx: &Ctx, pm: &PagedMap) {
-    // Sweeps across a pte table boundary: the upward one faults first at
-    // the table's first pte (map page 15), the downward one at the last pte
-    // of the table below (map page 24). The run to count lies in the other
-    // table, which the page walk reaches and a look at the faulting table
-    // alone does not.
+    // Sweeps across a pte table boundary: the upward one's windows fill
+    // from the table below into the one at map page 15, the downward one's
+    // from the table at map page 25 into the one below.
     let up = across_a_table(pm, 15);
     read_mapping_in_order(
         ctx,
         &up.0,
-        0..40,
+        0..pm.pages,
         &(0..40).collect::<Vec<_>>(),
         "up across a table boundary",
     );
@@ -120,73 +121,39 @@ fn across_table_boundaries(ctx: &Ctx, pm: &PagedMap) {
     read_mapping_in_order(
         ctx,
         &down.0,
-        0..40,
+        0..pm.pages,
         &(0..40).rev().collect::<Vec<_>>(),
         "down across a table boundary",
     );
     // Lone faults at a table's first pte, the table below never
-    // allocated: page 15 alone is a lone fault (the missing table holds no
-    // run below); 16, then 15, grows the window down into that table.
+    // allocated: page 15 alone maps itself; 16, then 15, grows the window
+    // down to 14, in the table below, which the fill allocates.
     for order in [&[15][..], &[16, 15]] {
         let fresh = across_a_table(pm, 15);
         read_mapping_in_order(
             ctx,
             &fresh.0,
-            0..40,
+            0..pm.pages,
             order,
             &format!("{order:?} at a table's first pte, the table below missing"),
         );
     }
 }
 
-/// Faults at a table's edge whose mapped neighbour lies in the other
-/// table, with a third table allocated just before the faulting one (the
-/// fault at 15, its first pte) or just after it (at 14, the last pte of the
-/// table below). Pages are handed out in address order, so a look at the
-/// faulting table's own neighbours past its edge would read the third
-/// table's empty pte and miss the run; A must count it through the page
-/// walk. Repeated, since the allocation order is likely, not certain.
-fn edge_faults_beside_a_third_table(ctx: &Ctx, pm: &PagedMap) {
-    // (read before the third table, read after it, what A maps)
-    let cases: [(&[usize], &[usize], &[usize]); 2] = [
-        (&[], &[20, 14, 15], &[14, 15, 16, 20]),
-        (&[5], &[15, 14], &[5, 13, 14, 15]),
-    ];
-    for (before, after, adaptive) in cases {
-        let what = format!("{ctx}: {before:?}, a third table, then {after:?}");
-        let mut kept = Vec::new();
-        for _ in 0..8 {
-            let m = across_a_table(pm, 15);
-            let third = across_a_table(pm, 0);
-            std::hint::black_box(touch_pages(&m.0, before));
-            // The third table: map page 5 at its sixth pte, none at its edges.
-            std::hint::black_box(touch_pages(&third.0, &[5]));
-            std::hint::black_box(touch_pages(&m.0, after));
-            let read: Vec<usize> = before.iter().chain(after).copied().collect();
-            let want = ctx.present_after(0..40, &read);
-            if ctx.kernel == Kernel::Adaptive {
-                assert_eq!(want, adaptive, "{what}: the model disagrees with the test");
-            }
-            assert_present(&present_map_pages(m.0.addr(), 40, 0), &want, &what);
-            // Kept mapped, so the next round's tables come fresh.
-            kept.push((m, third));
-        }
-    }
-}
-
-/// Maps of 1, 16 and 256 pages read whole, first page to last, where the
-/// eager map takes no fault and the lazy kernels lose to it (the series'
-/// stated limit, README). The faults are held to the figures measured,
-/// not only to the model: U none, P one per page, W one per window (at
-/// most 64 pages), A a window doubling from 1 to 64 pages.
+/// Maps of 1, 16, P and P+1 pages read whole, first page to last, where
+/// the eager map takes no fault. The faults are held to the figures
+/// measured, not only to the model: U none, P and D one per page, W a
+/// window doubling from 1 to 64 pages, A none up to P pages (mmap()
+/// populated them) and W's above.
 fn small_maps_read_whole(ctx: &Ctx) {
-    for (pages, adaptive) in [(1, 1), (16, 5), (256, 10)] {
+    let p = POPULATE_PAGES;
+    for (pages, growing, adaptive) in [(1, 1, 0), (16, 5, 0), (p, 10, 0), (p + 1, 10, 10)] {
         let pm = PagedMap::new(pages);
         pm.fill_all();
         let want = match ctx.kernel {
             Kernel::Eager => 0,
             Kernel::Mainline | Kernel::Direct => pages,
-            Kernel::Prefault => pages.div_ceil(FAULT_WINDOW),
+            Kernel::Prefault => growing,
             Kernel::Adaptive => adaptive,
         };
         let whole: Vec<usize> = (0..pages).collect();
@@ -205,9 +172,9 @@ fn small_maps_read_whole(ctx: &Ctx) {
     }
 }
 
-/// A fresh mapping of map pages 0..40 placed so that map page `first` is
-/// the first of a pte table (its address 2 MiB aligned), and the
-/// reservation around it, unmapped after it.
+/// A fresh mapping of the whole map, through a file of its own, placed
+/// so that map page `first` is the first of a pte table (its address 2
+/// MiB aligned), and the reservation around it, unmapped after it.
 fn across_a_table(pm: &PagedMap, first: usize) -> (Mapping, Mapping) {
     const TABLE: usize = 512 * PAGE;
     let around = ok(
@@ -215,35 +182,42 @@ fn across_a_table(pm: &PagedMap, first: usize) -> (Mapping, Mapping) {
         "reserving two pte tables' span",
     );
     let addr = around.addr() + TABLE - first * PAGE;
+    let fd = ok(
+        pm.map.id().and_then(bpf::map_get_fd_by_id),
+        "a file of the map's own",
+    );
     let m = ok(
         mm::mmap(
             addr,
-            40 * PAGE,
+            pm.pages * PAGE,
             RW,
             libc::MAP_SHARED | libc::MAP_FIXED,
-            Some(pm.map.fd()),
+            Some(fd.as_fd()),
             0,
         ),
-        "mapping map pages 0..40 across a pte table boundary",
+        "mapping the map across a pte table boundary",
     );
     (m, around)
 }
 
-/// T37: the window's state lives in each mapping's page table. Two
-/// mappings of one map read in turn each fill as if alone. A fork child
-/// continues the parent's sweep from the page tables it inherited, and the
-/// parent's stay as they were. A sweep continues through a mapping moved
-/// by mremap() as if it had not moved.
-pub fn t37_growing_window_state_is_the_page_table(ctx: &Ctx) -> Result<(), Skip> {
+/// T37: the window's state is the map file's record. Two mappings through
+/// files of their own, read in turn, each fill as if alone; two through
+/// one file, read in turn, share its record. A fork child continues the
+/// parent's sweep from the record it shares, and the parent's pages stay
+/// as they were. A sweep continues through a mapping moved by mremap()
+/// as if it had not moved.
+pub fn t37_growing_window_state_is_the_file_record(ctx: &Ctx) -> Result<(), Skip> {
     let pm = PagedMap::new(T37_PAGES);
     pm.fill_all();
     two_mappings_in_turn(ctx, &pm);
+    two_mappings_of_one_file_in_turn(ctx, &pm);
     fork_child_continues(ctx, &pm);
     moved_mapping_continues(ctx, &pm);
     Ok(())
 }
 
-const T37_PAGES: usize = 2 * FAULT_WINDOW;
+/// More than adaptive populates at mmap().
+const T37_PAGES: usize = POPULATE_PAGES + FAULT_WINDOW;
 
 /// Map pages 0..8, read before the fork or the move; 8..40, after it.
 const T37_FIRST: std::ops::Range<usize> = 0..8;
@@ -258,7 +232,8 @@ fn assert_model(ctx: &Ctx, m: &Mapping, want: &[usize], what: &str) {
     );
 }
 
-/// Two mappings of the map, read in turn, 10 pages at a time.
+/// Two mappings of the map through files of their own, read in turn, 10
+/// pages at a time.
 fn two_mappings_in_turn(ctx: &Ctx, pm: &PagedMap) {
     let (a, b) = (pm.map_rw(), pm.map_rw());
     let mut read = Vec::new();
@@ -278,14 +253,45 @@ fn two_mappings_in_turn(ctx: &Ctx, pm: &PagedMap) {
     }
 }
 
-/// Fork: the child goes on where the parent stopped.
+/// Two mappings through one file, read in turn, 10 pages at a time: each
+/// first fault of a turn meets the other's last window.
+fn two_mappings_of_one_file_in_turn(ctx: &Ctx, pm: &PagedMap) {
+    let len = T37_PAGES * PAGE;
+    let a = ok(mm::map_shared(pm.map.fd(), len, RW, 0), "first mapping");
+    let b = ok(mm::map_shared(pm.map.fd(), len, RW, 0), "second mapping");
+    let mut models = [
+        Filled::new(ctx.kernel, 0..T37_PAGES),
+        Filled::new(ctx.kernel, 0..T37_PAGES),
+    ];
+    let mut record = None;
+    for chunk in [0..10, 10..20, 20..30] {
+        let pages: Vec<usize> = chunk.clone().collect();
+        for (i, m) in [&a, &b].into_iter().enumerate() {
+            std::hint::black_box(touch_pages(m, &pages));
+            let model = &mut models[i];
+            for &p in &pages {
+                model.record = record;
+                model.touch(&[p]);
+                record = model.record;
+            }
+            let what = format!("mapping {i} of one file read in turn, after {chunk:?}");
+            assert_model(ctx, m, &model.pages(), &what);
+        }
+    }
+}
+
+/// Fork: the child goes on where the parent stopped, from the record of
+/// the file they share.
 fn fork_child_continues(ctx: &Ctx, pm: &PagedMap) {
     let m = pm.map_rw();
     let first: Vec<usize> = T37_FIRST.collect();
     std::hint::black_box(touch_pages(&m, &first));
+    let mut model = Filled::new(ctx.kernel, 0..T37_PAGES);
+    model.touch(&first);
     let parent = present_pages(m.addr(), T37_PAGES);
+    assert_model(ctx, &m, &model.pages(), "parent after reading pages 0..8");
     let then: Vec<usize> = T37_THEN.collect();
-    let child_want = ctx.present_after_from(0..T37_PAGES, &parent, &then);
+    let child_want = model.touch(&then).pages();
     run_in_child("fork child continuing the sweep", || {
         std::hint::black_box(touch_pages(&m, &then));
         assert_model(ctx, &m, &child_want, "child after reading pages 8..40");
@@ -367,67 +373,71 @@ pub fn t38_growing_window_concurrent_sweeps(ctx: &Ctx) -> Result<(), Skip> {
     Ok(())
 }
 
-/// T40: a fault in a hole next to mapped runs maps nothing past the hole.
-/// A 128-page mapping is read whole, then every page outside `present`
-/// is zapped; reading page 20 takes one fault. A (0005) maps the page
-/// alone where it lies between two runs, and upwards stops short of the
-/// next mapped page; W maps its aligned window 0..64, stepping over what
-/// is there; P and D the page; U gets SIGBUS (its VMA has no fault
-/// handler). Each kernel's pages are written out here, and the model
-/// must agree with them.
+/// T40: a hole refilled by a sweep, upwards or downwards, is filled up to
+/// the run past it and no further. Through a (P+W)-page mapping, pages
+/// 0..128 are read, then 40..80 zapped. Upwards, reading 40, 41, 43, 47,
+/// 55 and 71 takes windows of 1, 2, 4, 8 and 16 pages and then 9 (of 32,
+/// stopped short of 80) on W and A: 6 faults, and 0..128 present again.
+/// Downwards, reading 79, 78, 76, 72, 64 and 48 takes 1, 2, 4, 8, 16 and
+/// 9 pages (of 32, stopped short of 39). P and D take a fault per page,
+/// 40 of them; U gets SIGBUS (its VMA has no fault handler). The counts
+/// are written out here, and the model must agree with them.
 pub fn t40_growing_window_fills_holes_in_place(ctx: &Ctx) -> Result<(), Skip> {
-    const PAGES: usize = 128;
-    let pm = PagedMap::new(PAGES);
+    let pm = PagedMap::new(POPULATE_PAGES + FAULT_WINDOW);
     pm.fill_all();
-    // The review's case: 10..19 and 21..84 mapped. A window grown from
-    // the longer run above would go down past 10..19 to the untouched 0..9.
-    let between: Vec<usize> = (10..20).chain(21..85).collect();
-    fill_hole(ctx, &pm, &between, &[20], "between 10..19 and 21..84");
-    // 10..19 and 23 mapped: the window of 11 pages up from 20 stops at 23.
-    let short: Vec<usize> = (10..20).chain([23]).collect();
-    fill_hole(ctx, &pm, &short, &[20, 21, 22], "above 10..19, below 23");
+    let up: Vec<usize> = (40..80).collect();
+    let down: Vec<usize> = (40..80).rev().collect();
+    fill_hole(ctx, &pm, &up, "upwards from 40");
+    fill_hole(ctx, &pm, &down, "downwards from 79");
     Ok(())
 }
 
-/// Reads page 20 of a fresh 128-page mapping of `pm` in which only
-/// `present` is mapped; `growing` is what A maps.
-fn fill_hole(ctx: &Ctx, pm: &PagedMap, present: &[usize], growing: &[usize], what: &str) {
-    const PAGES: usize = 128;
-    const READ: usize = 20;
+/// Reads pages 0..128 of a fresh mapping of `pm`, zaps 40..80 and reads
+/// them again in `order`, page by page as a sweep would.
+fn fill_hole(ctx: &Ctx, pm: &PagedMap, order: &[usize], what: &str) {
+    const SWEPT: usize = 128;
     let m = pm.map_rw();
-    std::hint::black_box(touch_pages(&m, &(0..PAGES).collect::<Vec<_>>()));
-    for p in (0..PAGES).filter(|p| !present.contains(p)) {
-        ok(
-            mm::madvise(m.addr() + p * PAGE, PAGE, libc::MADV_DONTNEED),
-            &format!("MADV_DONTNEED of page {p}"),
-        );
-    }
+    let swept: Vec<usize> = (0..SWEPT).collect();
+    std::hint::black_box(touch_pages(&m, &swept));
+    ok(
+        mm::madvise(m.addr() + 40 * PAGE, 40 * PAGE, libc::MADV_DONTNEED),
+        "MADV_DONTNEED of pages 40..80",
+    );
+    let mut model = Filled::new(ctx.kernel, 0..pm.pages);
+    model.touch(&swept);
+    model.present.retain(|p| !(40..80).contains(p));
     let what = format!("{ctx}: {what}");
-    assert_present(&present_map_pages(m.addr(), PAGES, 0), present, &what);
+    assert_present(
+        &present_map_pages(m.addr(), pm.pages, 0),
+        &model.pages(),
+        &format!("{what}: after the zap"),
+    );
     if !ctx.is_lazy() {
         expect_signal("read of a zapped page", libc::SIGBUS, || {
-            m.read_u64(READ * PAGE);
+            m.read_u64(40 * PAGE);
         });
         return;
     }
     warm_up_fault_counting();
-    let faults = faults_to_read(&m, &[READ]);
-    assert_eq!(faults, 1, "{what}: minor faults to read page {READ}");
-    let mapped: Vec<usize> = match ctx.kernel {
-        Kernel::Adaptive => growing.to_vec(),
-        Kernel::Prefault => (0..FAULT_WINDOW).collect(),
-        _ => vec![READ],
+    let faults = faults_to_read(&m, order) as usize;
+    let before = model.faults;
+    model.touch(order);
+    let want = match ctx.kernel.fill() {
+        Fill::Growing => 6,
+        _ => 40,
     };
-    let mut want: Vec<usize> = present.iter().chain(&mapped).copied().collect();
-    want.sort();
-    want.dedup();
     assert_eq!(
-        ctx.present_after_from(0..PAGES, present, &[READ]),
+        model.faults - before,
         want,
         "{what}: the model disagrees with the test"
     );
-    assert_present(&present_map_pages(m.addr(), PAGES, 0), &want, &what);
-    for &p in &mapped {
-        check_page(&m, p, p, &format!("{what}: page {p}"));
+    assert_eq!(faults, want, "{what}: minor faults to read pages 40..80");
+    assert_present(
+        &present_map_pages(m.addr(), pm.pages, 0),
+        &model.pages(),
+        &what,
+    );
+    for p in order.iter().step_by(5) {
+        check_page(&m, *p, *p, &format!("{what}: page {p}"));
     }
 }

@@ -82,10 +82,10 @@ pub const ALL: &[Test] = &[
     test!(window::t32_window_fill_races, timeout = 20),
     test!(anon_inode::t33_fault_timestamps),
     test!(anon_inode::t33_arena_fault_timestamps),
-    test!(window::t34_window_fill_steps_over_present_pages),
+    test!(window::t34_window_stops_short_of_mapped_pages),
     test!(failures::t35_window_fill_page_table_failures),
     test!(growing::t36_growing_window_sequences),
-    test!(growing::t37_growing_window_state_is_the_page_table),
+    test!(growing::t37_growing_window_state_is_the_file_record),
     // Four threads sweeping 8 MiB: about a second under TCG.
     test!(growing::t38_growing_window_concurrent_sweeps, timeout = 30),
     test!(anon_inode::t39_soft_dirty_write_faults),

@@ -97,7 +97,7 @@ pub fn t09_populate_nonblock(ctx: &Ctx) -> Result<(), Skip> {
     );
     assert_eq!(
         rss(m.addr()),
-        ctx.pick(0, m.len() as u64),
+        ctx.pick_at_mmap(m.len() / PAGE, 0, m.len() as u64),
         "{ctx}: Rss after mmap(MAP_POPULATE|MAP_NONBLOCK)"
     );
     check_page(&m, 7, 7, "MAP_NONBLOCK mapping");

@@ -39,7 +39,7 @@ pub fn t12_split_vma_pgoff(ctx: &Ctx) -> Result<(), Skip> {
         );
         assert_eq!(
             v.rss_bytes(),
-            ctx.pick(0, ((end - first) * PAGE) as u64),
+            ctx.pick_at_mmap(pm.pages, 0, ((end - first) * PAGE) as u64),
             "{ctx}: Rss of pages {first}..{end}"
         );
     }

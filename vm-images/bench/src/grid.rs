@@ -13,7 +13,7 @@ use crate::{apply_pattern, time_cycle, Scenario};
 
 /// Map sizes in pages: 4 KiB (libbpf's small .data and .bss maps), 64
 /// KiB, 1 MiB, the seed's 8 MiB and 64 MiB.
-pub const PAGES: [usize; 5] = [1, 16, 256, 2048, 16384];
+pub const PAGES: [usize; 8] = [1, 16, 64, 128, 256, 512, 2048, 16384];
 
 /// The patterns: the seed's four rows, then reads, a reverse sweep and
 /// the sparse writes.

@@ -281,6 +281,7 @@ mod tests {
             prot: Prot::Read,
             maywrite: true,
             present: Default::default(),
+            file: 0,
         };
         let flags = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         assert_eq!(flags_wrong(&v, &flags("rd sh mr mw de dd mm")), None);

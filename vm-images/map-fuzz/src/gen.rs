@@ -704,8 +704,14 @@ mod tests {
                 model.apply(&op);
             }
             eprintln!("{kernel:?}: {reachable} of {injected} injections can fail in a fault");
+            // Adaptive's mmap() populates every mapping the draw makes
+            // (MAX_MAP_PAGES is below POPULATE_PAGES): a page table fails
+            // there in a populating mmap(), or in a fault of a page zapped
+            // since, and the window's fill it shares with prefault is
+            // fuzzed on prefault. About one injection in eight.
+            let share = if kernel == Kernel::Adaptive { 10 } else { 3 };
             assert!(
-                injected > 200 && reachable * 3 > injected,
+                injected > 200 && reachable * share > injected,
                 "{kernel:?}: {reachable} of {injected} injections can fail"
             );
         }

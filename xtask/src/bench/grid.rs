@@ -9,7 +9,7 @@ use super::interval::median;
 use super::model::Model;
 
 /// Map sizes in pages, as the guest measures them.
-pub const PAGES: [u64; 5] = [1, 16, 256, 2048, 16384];
+pub const PAGES: [u64; 8] = [1, 16, 64, 128, 256, 512, 2048, 16384];
 /// Threads per row: one, or 2 and 4 sharing one mapping.
 pub const THREADS: [u64; 3] = [1, 2, 4];
 /// The patterns (guest scenario names) and their labels.
@@ -307,7 +307,7 @@ pub mod tests {
         assert_eq!(c.rss_kb, Some(8192.0));
         assert_eq!(combined(&k, &other).unwrap().boots, 1);
         assert_eq!(combined(&k, &RowKey::find("stride_2", 1, 1).unwrap()), None);
-        assert_eq!(RowKey::all().len(), 9 * 5 * 3);
+        assert_eq!(RowKey::all().len(), 9 * PAGES.len() * 3);
         assert_eq!(
             key.describe(),
             "write all, 8 MiB, 1 thread",

@@ -418,51 +418,77 @@ pub fn touched_files(diff: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// The window's `#define` among the lines a patch adds, if it has one.
-    fn window_define(patch_text: &str) -> Option<usize> {
+    /// The value of `#define NAME` among the lines a patch adds, if it
+    /// has one.
+    fn added_define(patch_text: &str, name: &str) -> Option<usize> {
         patch_text.lines().find_map(|l| {
-            let rest = l.strip_prefix("+#define ARRAY_MAP_FAULT_WINDOW")?;
-            rest.trim().parse().ok()
+            let rest = l.strip_prefix("+#define ")?.strip_prefix(name)?;
+            rest.starts_with(char::is_whitespace)
+                .then(|| rest.trim().parse().ok())
+                .flatten()
         })
     }
 
-    /// The guest's expectations (`PREFAULT_WINDOW_PAGES`) and the host's
-    /// figures take the window size from the one place the kernel does:
-    /// the series' `#define`.
+    /// The guest's expectations (`PREFAULT_WINDOW_PAGES`,
+    /// `MMAP_POPULATE_PAGES`) and the host's figures take the window's
+    /// cap and the populate threshold from the one place the kernel does:
+    /// the series' `#define`s.
     #[test]
-    fn the_window_size_is_the_one_the_series_defines() {
+    fn the_series_defines_what_the_guest_expects() {
         let series = Series::load(&crate::project::root().join("patches")).unwrap();
-        let defined: Vec<(String, usize)> = series
+        let texts: Vec<(String, String)> = series
             .patches
             .iter()
-            .filter_map(|p| {
-                let text = fs::read_to_string(&p.path).unwrap();
-                window_define(&text).map(|n| (p.name.clone(), n))
-            })
+            .map(|p| (p.name.clone(), fs::read_to_string(&p.path).unwrap()))
             .collect();
-        assert_eq!(
-            defined.len(),
-            1,
-            "one patch of the series must #define ARRAY_MAP_FAULT_WINDOW: {defined:?}"
-        );
-        assert_eq!(
-            defined[0].1,
-            guest_common::protocol::PREFAULT_WINDOW_PAGES,
-            "{} defines a window of {} pages; set PREFAULT_WINDOW_PAGES in \
-             guest-common/src/protocol/mod.rs to match",
-            defined[0].0,
-            defined[0].1
-        );
+        for (name, guest, constant) in [
+            (
+                "ARRAY_MAP_FAULT_WINDOW",
+                guest_common::protocol::PREFAULT_WINDOW_PAGES,
+                "PREFAULT_WINDOW_PAGES",
+            ),
+            (
+                "ARRAY_MAP_MMAP_POPULATE_PAGES",
+                guest_common::protocol::MMAP_POPULATE_PAGES,
+                "MMAP_POPULATE_PAGES",
+            ),
+        ] {
+            let defined: Vec<(&str, usize)> = texts
+                .iter()
+                .filter_map(|(patch, text)| added_define(text, name).map(|n| (patch.as_str(), n)))
+                .collect();
+            assert_eq!(
+                defined.len(),
+                1,
+                "one patch of the series must #define {name}: {defined:?}"
+            );
+            assert_eq!(
+                defined[0].1, guest,
+                "{} defines {name} {}; set {constant} in guest-common/src/protocol/mod.rs to match",
+                defined[0].0, defined[0].1
+            );
+        }
     }
 
     #[test]
-    fn the_window_define_is_read_from_added_lines_only() {
+    fn a_define_is_read_from_added_lines_only() {
+        let w = "ARRAY_MAP_FAULT_WINDOW";
         assert_eq!(
-            window_define("+#define ARRAY_MAP_FAULT_WINDOW\t64\n"),
+            added_define("+#define ARRAY_MAP_FAULT_WINDOW\t64\n", w),
             Some(64)
         );
-        assert_eq!(window_define(" #define ARRAY_MAP_FAULT_WINDOW\t64\n"), None);
-        assert_eq!(window_define("+#define ARRAY_MAP_FAULT_BATCH\t16\n"), None);
+        assert_eq!(
+            added_define(" #define ARRAY_MAP_FAULT_WINDOW\t64\n", w),
+            None
+        );
+        assert_eq!(
+            added_define("+#define ARRAY_MAP_FAULT_BATCH\t16\n", w),
+            None
+        );
+        assert_eq!(
+            added_define("+#define ARRAY_MAP_FAULT_WINDOWS\t16\n", w),
+            None
+        );
     }
 
     #[test]

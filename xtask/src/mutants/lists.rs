@@ -310,12 +310,15 @@ mod tests {
         assert!(sample
             .iter()
             .all(|s| !equivalent.iter().any(|e| e.id == s.id)));
+        // Every patch with mutants: the selftests patch has none.
         for p in &series.patches {
             let n = super::super::patch_number(&p.name);
-            assert!(
-                sample.iter().any(|s| s.id.starts_with(n)),
-                "CI samples patch {n}"
-            );
+            if all.iter().any(|m| m.id.starts_with(n)) {
+                assert!(
+                    sample.iter().any(|s| s.id.starts_with(n)),
+                    "CI samples patch {n}"
+                );
+            }
         }
     }
 

@@ -2,26 +2,43 @@
 //! fails in it (`fail_alloc`). The allocations a fault of these mappings
 //! makes are page tables: the fault's own (the core's pre-allocation and
 //! the handler's insert) and those a window's fill reaches past a 2 MiB
-//! boundary. The model cannot see which tables the kernel holds; a region
+//! boundary; on adaptive, mmap()'s populate of a small mapping makes
+//! them too. The model cannot see which tables the kernel holds; a region
 //! of the arena with a present page has its table, one without may or may
 //! not. So a failure that fired must match the outcome of a failure at
 //! one of the allocations that may have been made, each taken as the one
-//! that failed:
+//! that failed (the fill run as patch 0004's code runs it, `Sim`, with
+//! that allocation failing and every other one succeeding):
 //!
 //! - the fault's own table: the fault fails whole (VM_FAULT_OOM), having
-//!   mapped nothing. A load or store retries it, and it then maps what it
-//!   would have. GUP stops there; a populate whose first page it was
-//!   ends (MADV_POPULATE_* with ENOMEM, MAP_POPULATE with mmap()
-//!   succeeding), one that had done pages before it goes on from it, and
-//!   the fault is taken again;
-//! - a table the fill needs: the fill maps its pages up to that region,
-//!   in address order, and the fault's other fill is skipped (0004 fills
-//!   below only after the fill above succeeded, 0005 has one fill);
-//!   the fault succeeds and a populate goes on;
+//!   mapped nothing and left the file's record as it was. A load or
+//!   store retries it, and it then maps what it would have. GUP stops
+//!   there; a populate whose first page it was ends (MADV_POPULATE_*
+//!   with ENOMEM, MAP_POPULATE with mmap() succeeding), one that had done
+//!   pages before it goes on from it, and the fault is taken again;
+//! - a table a window's fill needs (array_map_insert_range() stops at
+//!   the first error): an upward fill keeps the pages it mapped below
+//!   that region, and the record counts them and the faulting page. A
+//!   downward fill goes a batch of INSERT_BATCH pages at a time from the
+//!   top; the batch that reaches into the region fails at its first page
+//!   q, and array_map_insert_below() goes on with the pages above q (the
+//!   failure fired, the table is had) and stops: q+1 up to the faulting
+//!   page are mapped, nothing at or below q, and the record is that run.
+//!   The fault succeeds and a populate goes on;
+//! - on adaptive, a table mmap()'s populate needs: it maps the mapping's
+//!   pages in address order up to that region, mmap() succeeds (the
+//!   populate is best effort and leaves the record alone), and
+//!   MAP_POPULATE, if asked for, faults in the rest;
 //! - and for an mmap(), anything it allocates (its VMA, the tree's
 //!   nodes, base's eager page tables): ENOMEM, the range left unmapped;
 //!   or nothing at all, as a slab absorbs a failure of its first, larger
 //!   try with a smaller one.
+//!
+//! Every outcome carries the record the map file is left with, which the
+//! model takes with the presence (`adopt_injected`). The record cannot be
+//! seen: of outcomes that return alike and leave the same pages present
+//! (a populate over a whole small mapping ends with every page present
+//! whichever table failed), the first listed is taken, its record with it.
 //!
 //! Whatever the operation, the failure may also fire outside its path, at
 //! an allocation its thread makes for something else, which the kernel
@@ -34,7 +51,7 @@
 
 use std::collections::BTreeSet;
 
-use selftests::runner::model::{fault, Fill};
+use selftests::runner::model::{Fill, Record, FAULT_WINDOW};
 
 use super::{Model, Ret, VmaModel};
 use crate::op::{Advice, Mmap, Op, Range};
@@ -42,6 +59,11 @@ use crate::op::{Advice, Mmap, Op, Range};
 /// Arena pages under one page table: the arena is aligned to its size
 /// (a multiple of this), so that its regions are its own.
 pub const TABLE_PAGES: usize = 512;
+
+/// The pages one vm_insert_pages() call of a window's fill takes
+/// (ARRAY_MAP_INSERT_BATCH, patch 0004): a downward fill goes a batch at
+/// a time.
+pub const INSERT_BATCH: usize = 16;
 
 /// The failed allocation of the unfailed outcome: outside the operation's
 /// path, absorbed.
@@ -54,6 +76,8 @@ pub struct Allowed {
     /// The present map pages of the operation's VMA after it; None: the
     /// operation's range is left unmapped.
     pub present: Option<BTreeSet<usize>>,
+    /// The record of the VMA's file after it (None with `present` None).
+    pub record: Option<Record>,
     /// Which allocation failed, for a message.
     pub failed: String,
 }
@@ -81,9 +105,16 @@ pub enum Caller {
     MapPopulate,
 }
 
-/// A fault sequence's outcome: the present map pages, whether it ended
-/// with ENOMEM, and which allocation failed.
-type Ending = (BTreeSet<usize>, bool, String);
+/// A fault sequence's outcome with one allocation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ending {
+    present: BTreeSet<usize>,
+    record: Option<Record>,
+    /// Whether it ended with ENOMEM.
+    enomem: bool,
+    /// Which allocation failed.
+    failed: String,
+}
 
 impl Model {
     /// The regions of the arena that hold a present page: their page
@@ -96,6 +127,11 @@ impl Model {
             .collect()
     }
 
+    /// The record of the file `v` was mapped through.
+    pub fn record_of(&self, v: &VmaModel) -> Option<Record> {
+        self.maps.get(&v.map).and_then(|m| m.records[v.file])
+    }
+
     /// The outcomes of `op` with an allocation failure that fired in it,
     /// `self` being the model before it: those of a failure in its path,
     /// then its unfailed outcome, for a failure outside it.
@@ -103,17 +139,17 @@ impl Model {
         let mut outcomes = self.path_outcomes(op);
         let mut after = self.clone();
         let ret = after.apply(op);
-        let present = after
-            .layout
-            .at(injected_range(op).at)
-            .map(|v| v.present.clone());
+        let v = after.layout.at(injected_range(op).at);
+        let present = v.map(|v| v.present.clone());
+        let record = v.and_then(|v| after.record_of(v));
         if !outcomes
             .iter()
-            .any(|o| o.ret == ret && o.present == present)
+            .any(|o| o.ret == ret && o.present == present && o.record == record)
         {
             outcomes.push(Allowed {
                 ret,
                 present,
+                record,
                 failed: OUTSIDE.into(),
             });
         }
@@ -135,7 +171,7 @@ impl Model {
                     at: a.at.page,
                     pages: 1,
                 };
-                self.with_ret(page, Caller::Access, |_| ret.clone())
+                self.with_ret(page, Caller::Access, false, |_| ret.clone())
             }
             Op::Madvise {
                 range,
@@ -144,7 +180,7 @@ impl Model {
                 if self.clone().apply(op) != Ret::Ok {
                     return Vec::new();
                 }
-                self.with_ret(*range, Caller::Madvise, |enomem| match enomem {
+                self.with_ret(*range, Caller::Madvise, false, |enomem| match enomem {
                     true => Ret::Errno(libc::ENOMEM),
                     false => Ret::Ok,
                 })
@@ -154,40 +190,54 @@ impl Model {
         }
     }
 
-    /// The outcomes of faults over `range` (one VMA's), returning what
-    /// `ret` says of an ENOMEM ending.
-    fn with_ret(&self, range: Range, caller: Caller, ret: impl Fn(bool) -> Ret) -> Vec<Allowed> {
+    /// The outcomes of faults over `range` (one VMA's; after mmap()'s
+    /// populate of the whole VMA if `at_mmap`), returning what `ret` says
+    /// of an ENOMEM ending.
+    fn with_ret(
+        &self,
+        range: Range,
+        caller: Caller,
+        at_mmap: bool,
+        ret: impl Fn(bool) -> Ret,
+    ) -> Vec<Allowed> {
         let Some(v) = self.layout.at(range.at) else {
             return Vec::new();
         };
-        faults_with_a_failure(
-            self.fill_of(v.map),
+        let start = Sim {
+            fill: self.fill_of(v.map),
             v,
-            &self.tabled_regions(),
-            range,
-            caller,
-        )
-        .into_iter()
-        .map(|(present, enomem, failed)| Allowed {
-            ret: ret(enomem),
-            present: Some(present),
-            failed,
-        })
-        .collect()
+            present: v.present.clone(),
+            record: self.record_of(v),
+            tabled: self.tabled_regions(),
+            pass: None,
+            failed: None,
+        };
+        faults_with_a_failure(&start, range, caller, at_mmap)
+            .into_iter()
+            .map(|e| Allowed {
+                ret: ret(e.enomem),
+                present: Some(e.present),
+                record: e.record,
+                failed: e.failed,
+            })
+            .collect()
     }
 
     fn mmap_outcomes(&self, m: &Mmap) -> Vec<Allowed> {
         let mut unfailed = self.clone();
         let ret = unfailed.apply(&Op::Mmap(*m));
+        let v = unfailed.layout.at(m.range.at);
         let mut outcomes = vec![
             Allowed {
                 ret: Ret::Errno(libc::ENOMEM),
                 present: None,
+                record: None,
                 failed: "an allocation of mmap()".into(),
             },
             Allowed {
                 ret,
-                present: unfailed.layout.at(m.range.at).map(|v| v.present.clone()),
+                present: v.map(|v| v.present.clone()),
+                record: v.and_then(|v| unfailed.record_of(v)),
                 failed: "a slab's first try, absorbed,".into(),
             },
         ];
@@ -196,9 +246,22 @@ impl Model {
             populate: false,
             ..*m
         };
-        let readable = m.prot.readable();
-        if mapped.apply(&Op::Mmap(lazily)) == Ret::Ok && readable {
-            outcomes.extend(mapped.with_ret(m.range, Caller::MapPopulate, |_| Ret::Ok));
+        if mapped.apply(&Op::Mmap(lazily)) != Ret::Ok {
+            return outcomes;
+        }
+        // Adaptive's populate at mmap(), best effort (base's fails mmap()
+        // whole: the first outcome).
+        let at_mmap =
+            mapped.fill_of(m.map) != Fill::Eager && mapped.populated_at_mmap(m.map, m.range.pages);
+        if at_mmap {
+            mapped.layout.get_mut(m.range.at).expect("mapped").present = BTreeSet::new();
+        }
+        let faulted = Range {
+            pages: if m.prot.readable() { m.range.pages } else { 0 },
+            ..m.range
+        };
+        if at_mmap || faulted.pages > 0 {
+            outcomes.extend(mapped.with_ret(faulted, Caller::MapPopulate, at_mmap, |_| Ret::Ok));
         }
         outcomes
     }
@@ -210,7 +273,8 @@ impl Model {
     /// model holds) match, `self` being the model as if nothing failed and
     /// `before` the model before `op`, and says whether that outcome is
     /// one of a failure in the operation's path; else how the kernel
-    /// differs.
+    /// differs. The record of the VMA's file is the outcome's (the first
+    /// that matches, when several do).
     pub fn adopt_injected(
         &mut self,
         before: &Model,
@@ -229,7 +293,10 @@ impl Model {
                     return Ok(o.failed != OUTSIDE);
                 }
                 (Some(want), Some((start, seen))) if want == seen => {
-                    self.layout.get_mut(*start).expect("held").present = seen.clone();
+                    let v = self.layout.get_mut(*start).expect("held");
+                    v.present = seen.clone();
+                    let (map, file) = (v.map, v.file);
+                    self.maps.get_mut(&map).expect("mapped").records[file] = o.record;
                     return Ok(o.failed != OUTSIDE);
                 }
                 _ => {}
@@ -266,90 +333,179 @@ fn arena_page(v: &VmaModel, mp: usize) -> usize {
     v.start + (mp - v.pgoff)
 }
 
-/// Faults over arena pages `range` of `v` in order, as an access or a
-/// populate takes them, with one allocation failing: an ending for each
+/// Faults over arena pages `range` of `v` in order (after mmap()'s
+/// populate of all of it if `at_mmap`), as an access or a populate takes
+/// them, from `start`, with one allocation failing: an ending for each
 /// allocation that may have been made and failed.
-fn faults_with_a_failure(
-    fill: Fill,
-    v: &VmaModel,
-    tabled: &BTreeSet<usize>,
-    range: Range,
-    caller: Caller,
-) -> Vec<Ending> {
-    let region = |mp: usize| arena_page(v, mp) / TABLE_PAGES;
+fn faults_with_a_failure(start: &Sim, range: Range, caller: Caller, at_mmap: bool) -> Vec<Ending> {
+    let pages: Vec<usize> = (range.at..range.end())
+        .map(|p| start.v.map_page(p))
+        .collect();
     let mut endings = Vec::new();
-    let mut present = v.present.clone();
-    let mut tabled = tabled.clone();
-    let pages: Vec<usize> = (range.at..range.end()).map(|p| v.map_page(p)).collect();
-    for (i, &mp) in pages.iter().enumerate() {
-        if present.contains(&mp) {
-            continue;
+    for pass in 0.. {
+        let mut sim = Sim {
+            pass: Some(pass),
+            ..start.clone()
+        };
+        if at_mmap {
+            let all = start.v.map_pages();
+            sim.insert_range(all.start, all.end, "mmap()'s populate");
         }
-        if fill == Fill::Eager {
-            // A hole on base: no fault handler, no allocation.
+        let enomem = sim.faults(&pages, caller);
+        // Fewer allocations than `pass + 1`: none is left to fail.
+        let Some(failed) = sim.failed else {
             break;
-        }
-        let window = fault(fill, &present, &v.map_pages(), mp);
-        if !tabled.contains(&region(mp)) {
-            let failed = format!("the page table of map page {mp}'s own fault");
-            endings.push(match (caller, i) {
-                (Caller::Madvise, 0) => (present.clone(), true, failed),
-                (Caller::MapPopulate, 0) => (present.clone(), false, failed),
-                // Taken again, with the pages after it.
-                _ => (
-                    then_without_failure(fill, v, present.clone(), &pages[i..]),
-                    false,
-                    failed,
-                ),
-            });
-        }
-        tabled.insert(region(mp));
-        let mut done = present.clone();
-        done.insert(mp);
-        // Above the faulting page, then below it, each in address order.
-        for fill_range in [mp + 1..window.end, window.start..mp] {
-            for q in fill_range {
-                if done.contains(&q) {
-                    continue;
-                }
-                if !tabled.contains(&region(q)) {
-                    let failed = format!("the page table of map page {q} in map page {mp}'s fill");
-                    let rest = &pages[i + 1..];
-                    endings.push((
-                        then_without_failure(fill, v, done.clone(), rest),
-                        false,
-                        failed,
-                    ));
-                }
-                tabled.insert(region(q));
-                done.insert(q);
-            }
-        }
-        present = done;
+        };
+        endings.push(Ending {
+            present: sim.present,
+            record: sim.record,
+            enomem,
+            failed,
+        });
     }
     endings
 }
 
-/// `present` after faults at map pages `rest` that all succeed.
-fn then_without_failure(
+/// The kernel's faults in one VMA as patch 0004's code makes them
+/// (array_map_mmap_fault() and the helpers it calls, by name), with the
+/// page tables they allocate: the allocation after `pass` others fails,
+/// and that one alone (fail_page_alloc fires once).
+#[derive(Clone)]
+struct Sim<'a> {
     fill: Fill,
-    v: &VmaModel,
-    mut present: BTreeSet<usize>,
-    rest: &[usize],
-) -> BTreeSet<usize> {
-    for &mp in rest {
-        if !present.contains(&mp) {
-            let window = fault(fill, &present, &v.map_pages(), mp);
-            present.extend(window);
+    v: &'a VmaModel,
+    present: BTreeSet<usize>,
+    /// The record of the VMA's file.
+    record: Option<Record>,
+    /// The regions whose page table is there.
+    tabled: BTreeSet<usize>,
+    /// Allocations to pass before the one that fails; None: none fails
+    /// (any more).
+    pass: Option<usize>,
+    /// Which allocation failed, once one has.
+    failed: Option<String>,
+}
+
+impl Sim<'_> {
+    /// Whether the page table of map page `mp`'s region can be had,
+    /// allocated now if it is not there; `what` names the allocation.
+    fn table(&mut self, mp: usize, what: impl FnOnce() -> String) -> bool {
+        let region = arena_page(self.v, mp) / TABLE_PAGES;
+        if self.tabled.contains(&region) {
+            return true;
         }
+        match self.pass {
+            Some(0) => {
+                self.pass = None;
+                self.failed = Some(what());
+                return false;
+            }
+            Some(n) => self.pass = Some(n - 1),
+            None => {}
+        }
+        self.tabled.insert(region);
+        true
     }
-    present
+
+    /// array_map_insert_range(): maps pages `first..end` in address
+    /// order, up to the first that is present or whose table cannot be
+    /// had; how many it mapped. (A present page's region has its table:
+    /// vm_insert_pages() allocating before it looks at the ptes changes
+    /// nothing.)
+    fn insert_range(&mut self, first: usize, end: usize, why: &str) -> usize {
+        for q in first..end {
+            let table = self.table(q, || format!("the page table of map page {q} in {why}"));
+            if !table || self.present.contains(&q) {
+                return q - first;
+            }
+            self.present.insert(q);
+        }
+        end.saturating_sub(first)
+    }
+
+    /// array_map_insert_below(): maps pages `first..end` down from `end`
+    /// a batch at a time, each in address order; a batch that stops at a
+    /// page q has what it mapped below q unmapped again, and the fill goes
+    /// on with the pages above q, then ends. How many pages right below
+    /// `end` are mapped.
+    fn insert_below(&mut self, mut first: usize, end: usize, why: &str) -> usize {
+        let mut lo = end;
+        while lo > first {
+            let from = lo - (lo - first).min(INSERT_BATCH);
+            let nr = self.insert_range(from, lo, why);
+            if from + nr == lo {
+                lo = from;
+                continue;
+            }
+            for q in from..from + nr {
+                self.present.remove(&q);
+            }
+            first = from + nr + 1;
+        }
+        end - lo
+    }
+
+    /// A fault at map page `mp` (not present): false if its own page
+    /// table cannot be had (VM_FAULT_OOM: nothing mapped, the record as
+    /// it was). A growing window is filled as array_map_mmap_fault() does.
+    fn fault(&mut self, mp: usize) -> bool {
+        if !self.table(mp, || {
+            format!("the page table of map page {mp}'s own fault")
+        }) {
+            return false;
+        }
+        self.present.insert(mp);
+        if self.fill != Fill::Growing {
+            return true;
+        }
+        let vma = self.v.map_pages();
+        let why = format!("map page {mp}'s fill");
+        let (start, size) = match self.record {
+            Some(r) if mp == r.start + r.size => {
+                let window = (2 * r.size).min(FAULT_WINDOW);
+                let n = self.insert_range(mp + 1, (mp + window).min(vma.end), &why);
+                (mp, 1 + n)
+            }
+            Some(r) if mp + 1 == r.start => {
+                let window = (2 * r.size).min(FAULT_WINDOW);
+                let n = self.insert_below(mp - (window - 1).min(mp - vma.start), mp, &why);
+                (mp - n, 1 + n)
+            }
+            _ => (mp, 1),
+        };
+        self.record = Some(Record { start, size });
+        true
+    }
+
+    /// Faults over map pages `pages` in order, as `caller` takes them;
+    /// whether they end with ENOMEM.
+    fn faults(&mut self, pages: &[usize], caller: Caller) -> bool {
+        for (i, &mp) in pages.iter().enumerate() {
+            if self.present.contains(&mp) {
+                continue;
+            }
+            if self.fill == Fill::Eager {
+                // A hole on base: no fault handler, no allocation.
+                break;
+            }
+            while !self.fault(mp) {
+                match (caller, i) {
+                    (Caller::Madvise, 0) => return true,
+                    (Caller::MapPopulate, 0) => return false,
+                    // Taken again: the failure has fired.
+                    _ => {}
+                }
+            }
+        }
+        false
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::op::parse_ops;
+    use selftests::runner::model::fault;
     use selftests::runner::Kernel;
 
     /// A model after `text`, on `kernel`.
@@ -365,6 +521,25 @@ mod tests {
         o.present.clone().unwrap().into_iter().collect()
     }
 
+    fn pages(r: std::ops::Range<usize>) -> Vec<usize> {
+        r.collect()
+    }
+
+    fn record(start: usize, size: usize) -> Option<Record> {
+        Some(Record { start, size })
+    }
+
+    /// `m` after `op` with a failure fired that left outcome `o`, as the
+    /// fuzzer takes it when the kernel shows `o`'s presence.
+    fn adopted(m: &Model, op: &Op, o: &Allowed) -> Model {
+        let mut unfailed = m.clone();
+        unfailed.apply(op);
+        let seen = o.present.clone().unwrap();
+        let path = unfailed.adopt_injected(m, op, &o.ret, |_| seen.clone());
+        assert_eq!(path, Ok(o.failed != OUTSIDE));
+        unfailed
+    }
+
     /// A mapping of map pages 0..128 across the region boundary at arena
     /// page 512 (map page 32 is its first page past it), and a page
     /// present in the region below it, elsewhere.
@@ -374,38 +549,123 @@ mod tests {
                           touch @100.0=r\n\
                           mmap @480+128 m0 pgoff=0 rw\n";
 
+    /// On ACROSS, sequential touches of map pages 20, 21, 23: the record
+    /// is 23..27, so a fault at 27 asks for 8 pages up, 27..35.
+    const UPWARDS: &str = "touch @500.0=r\ntouch @501.0=r\ntouch @503.0=r\n";
+
     #[test]
-    fn a_fill_past_a_region_without_a_table_stops_there_and_skips_the_fill_below() {
-        let m = after(Kernel::Prefault, ACROSS);
-        // Map page 20's window is 0..64: above it, 21..64 crosses into
-        // the region at map page 32.
-        let outcomes = m.path_outcomes(&"touch @500.0=r".parse().unwrap());
-        let got: Vec<Vec<usize>> = outcomes.iter().map(present).collect();
+    fn an_upward_fill_cut_at_a_region_without_a_table_keeps_the_pages_below_it() {
+        let m = after(Kernel::Prefault, &format!("{ACROSS}{UPWARDS}"));
+        assert_eq!(m.maps[&0].records[0], record(23, 4));
+        let touch: Op = "touch @507.0=r".parse().unwrap();
+        let outcomes = m.injected_outcomes(&touch);
+        let got: Vec<(Vec<usize>, Option<Record>)> =
+            outcomes.iter().map(|o| (present(o), o.record)).collect();
         assert_eq!(
             got,
-            [(20..32).collect::<Vec<_>>()],
-            "the fault's own region has a present page: only the fill can fail"
+            [
+                // The fault's own region has a present page: only the
+                // fill can fail, at map page 32; the record counts 27..32.
+                (pages(20..32), record(27, 5)),
+                // Unfailed (outside the path): the window whole.
+                (pages(20..35), record(27, 8)),
+            ]
         );
-        // Unfailed, the window is whole: a kernel that ignores the
-        // failure and fills on is not among the outcomes.
-        assert!(!got.contains(&(0..64).collect()));
+        // Taken, the cut window's record sizes the next one: 32 is right
+        // above 27..32, and asks for 10 pages.
+        let mut cut = adopted(&m, &touch, &outcomes[0]);
+        cut.apply(&"touch @512.0=r".parse().unwrap());
+        assert_eq!(cut.layout.at(512).unwrap().present, (20..42).collect());
+        assert_eq!(cut.maps[&0].records[0], record(32, 10));
+    }
+
+    #[test]
+    fn a_downward_fill_failing_maps_only_the_pages_above_the_failed_one() {
+        // Map pages 0..128 at arena 440: map page 72 is the first past
+        // the boundary at 512, and nothing is present below it.
+        let mut text =
+            String::from("create m0 value=4096 entries=128\nmmap @440+128 m0 pgoff=0 rw\n");
+        // Downwards from 127: windows of 1, 2, 4, 8, 16 leave 97..128
+        // mapped and the record 97..113.
+        for page in [127, 126, 124, 120, 112] {
+            text += &format!("touch @{}.0=r\n", 440 + page);
+        }
+        let m = after(Kernel::Prefault, &text);
+        assert_eq!(m.maps[&0].records[0], record(97, 16));
+        // 96 asks for 32 pages down, 65..=96: the batch 80..96 goes in,
+        // the batch 65..80 fails at its first page, 65, below the
+        // boundary; 66..80 go in on the second try, and the fill ends.
+        let touch: Op = format!("touch @{}.0=w:5", 440 + 96).parse().unwrap();
+        let outcomes = m.injected_outcomes(&touch);
+        let got: Vec<(Vec<usize>, Option<Record>)> =
+            outcomes.iter().map(|o| (present(o), o.record)).collect();
+        assert_eq!(
+            got,
+            [
+                (pages(66..128), record(66, 31)),
+                (pages(65..128), record(65, 32)),
+            ]
+        );
+        assert_eq!(outcomes[0].ret, Ret::Ok);
+        assert_eq!(
+            outcomes[0].failed,
+            "the page table of map page 65 in map page 96's fill"
+        );
+        // Taken, 65 is right below the record: it fills 62 pages down.
+        let mut cut = adopted(&m, &touch, &outcomes[0]);
+        cut.apply(&format!("touch @{}.0=r", 440 + 65).parse().unwrap());
+        assert_eq!(cut.layout.at(440).unwrap().present, (4..128).collect());
+        assert_eq!(cut.maps[&0].records[0], record(4, 62));
+    }
+
+    #[test]
+    fn a_downward_fill_fails_in_the_batch_that_reaches_past_the_boundary() {
+        // Map pages 0..165 at arena 432: map page 80 is the first past the
+        // boundary at 512. Downwards from 164, windows of 1, 2, ..., 32
+        // leave 102..165 mapped and the record 102..134.
+        let mut text =
+            String::from("create m0 value=4096 entries=165\nmmap @432+165 m0 pgoff=0 rw\n");
+        for page in [164, 163, 161, 157, 149, 133] {
+            text += &format!("touch @{}.0=r\n", 432 + page);
+        }
+        let m = after(Kernel::Prefault, &text);
+        assert_eq!(m.maps[&0].records[0], record(102, 32));
+        // 101 asks for 64 pages, 38..=101, in batches of 16 from the top:
+        // 85..101 goes in, 69..85 fails at 69 (below the boundary), and
+        // 70..85 go in on the second try: 53..69 and 38..53 never do.
+        let touch: Op = format!("touch @{}.0=r", 432 + 101).parse().unwrap();
+        let got: Vec<(Vec<usize>, Option<Record>)> = m
+            .injected_outcomes(&touch)
+            .iter()
+            .map(|o| (present(o), o.record))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (pages(70..165), record(70, 32)),
+                (pages(38..165), record(38, 64)),
+            ]
+        );
     }
 
     #[test]
     fn a_fault_in_a_region_without_a_present_page_may_fail_whole() {
         let m = after(Kernel::Prefault, ACROSS);
         // Map page 40 lies past the boundary: its own table may be
-        // missing (a load retries and maps the window), and the fill
-        // below it reaches back into the region below, which has one.
+        // missing; a load retries and maps it, alone (no record yet).
         let outcomes = m.path_outcomes(&"touch @520.0=w:7".parse().unwrap());
-        let got: Vec<Vec<usize>> = outcomes.iter().map(present).collect();
-        assert_eq!(got, [(0..64).collect::<Vec<_>>()]);
+        let got: Vec<(Vec<usize>, Option<Record>)> =
+            outcomes.iter().map(|o| (present(o), o.record)).collect();
+        assert_eq!(got, [(vec![40], record(40, 1))]);
         assert!(outcomes.iter().all(|o| o.ret == Ret::Ok));
-        // A populate over it ends with ENOMEM, nothing mapped.
+        // A populate over it ends with ENOMEM, nothing mapped, the record
+        // as it was.
+        let m = after(Kernel::Prefault, &format!("{ACROSS}{UPWARDS}"));
         let populate = "madvise @520+4 populate_read".parse().unwrap();
         let outcomes = m.path_outcomes(&populate);
         assert_eq!(outcomes[0].ret, Ret::Errno(libc::ENOMEM));
-        assert_eq!(present(&outcomes[0]), Vec::<usize>::new());
+        assert_eq!(present(&outcomes[0]), pages(20..27));
+        assert_eq!(outcomes[0].record, record(23, 4));
     }
 
     #[test]
@@ -416,6 +676,7 @@ mod tests {
             assert!(below.is_empty(), "{kernel:?}: the region has its table");
             let above = m.path_outcomes(&"touch @520.0=r".parse().unwrap());
             assert_eq!(above.iter().map(present).collect::<Vec<_>>(), [vec![40]]);
+            assert_eq!(above[0].record, None, "{kernel:?}: no window, no record");
         }
         let base = after(Kernel::Eager, ACROSS);
         assert!(base
@@ -436,6 +697,42 @@ mod tests {
             ],
             "failed whole, or absorbed"
         );
+    }
+
+    #[test]
+    fn adaptives_populate_at_mmap_is_best_effort() {
+        // Nothing present anywhere: both regions' tables may be missing.
+        let m = after(Kernel::Adaptive, "create m0 value=4096 entries=128\n");
+        let mmap: Op = "mmap @480+128 m0 pgoff=0 r populate".parse().unwrap();
+        let outcomes = m.path_outcomes(&mmap);
+        let got: Vec<(Ret, Option<Vec<usize>>, Option<Record>)> = outcomes
+            .iter()
+            .map(|o| {
+                (
+                    o.ret.clone(),
+                    o.present.as_ref().map(|_| present(o)),
+                    o.record,
+                )
+            })
+            .collect();
+        // mmap() succeeds whichever table its populate failed at, and
+        // MAP_POPULATE faults in the rest: every page ends up present,
+        // only the record tells them apart. From map page 0 it grows
+        // 1, 2, 4, ..., 64 pages, then 127 alone; from 32, up to 95..128.
+        assert_eq!(
+            got,
+            [
+                (Ret::Errno(libc::ENOMEM), None, None),
+                (Ret::Ok, Some(pages(0..128)), None),
+                (Ret::Ok, Some(pages(0..128)), record(127, 1)),
+                (Ret::Ok, Some(pages(0..128)), record(95, 33)),
+            ]
+        );
+        // Without MAP_POPULATE's faults (not readable), what the populate
+        // mapped before the region it failed at is all there is.
+        let none: Op = "mmap @480+128 m0 pgoff=0 none populate".parse().unwrap();
+        let got: Vec<Vec<usize>> = m.path_outcomes(&none)[2..].iter().map(present).collect();
+        assert_eq!(got, [vec![], pages(0..32)]);
     }
 
     #[test]
@@ -462,12 +759,6 @@ mod tests {
             let present = m.layout.at(100).unwrap().present.clone();
             assert_eq!(outcomes[0].present, Some(present), "{kernel:?}");
         }
-        // A failure in the path leaves another outcome, and the unfailed
-        // one is allowed beside it: a window cut at a region or the whole.
-        let m = after(Kernel::Prefault, ACROSS);
-        let outcomes = m.injected_outcomes(&"touch @500.0=r".parse().unwrap());
-        let got: Vec<Vec<usize>> = outcomes.iter().map(present).collect();
-        assert_eq!(got, [(20..32).collect::<Vec<_>>(), (0..64).collect()]);
     }
 
     #[test]
@@ -491,18 +782,84 @@ mod tests {
 
     #[test]
     fn a_growing_window_cut_at_a_region_goes_on_populating_after_it() {
-        // Touches of map pages 28 and 29 leave 28..=30 present; the
-        // populate's fault at 31 (a run of 3 below it) would map 31..=34
-        // past the boundary at 32: cut there, then 32 faults alone (a run
-        // of 4 below it) and maps 32..=36, which holds 33.
+        // Touches of map pages 28 and 29 leave 28..=30 present and the
+        // record 29..31; the populate's fault at 31 would map 31..=34
+        // past the boundary at 32: cut there (the record 31..32), then 32
+        // faults right above it and maps 32..=33.
         let m = after(
-            Kernel::Adaptive,
+            Kernel::Prefault,
             &format!("{ACROSS}touch @508.0=r\ntouch @509.0=r\n"),
         );
         let populate = "madvise @511+3 populate_read".parse().unwrap();
-        let outcomes = m.path_outcomes(&populate);
-        let got: Vec<Vec<usize>> = outcomes.iter().map(present).collect();
-        assert_eq!(got, [(28..=36).collect::<Vec<_>>()]);
+        let outcomes = m.injected_outcomes(&populate);
+        let got: Vec<(Vec<usize>, Option<Record>)> =
+            outcomes.iter().map(|o| (present(o), o.record)).collect();
+        assert_eq!(
+            got,
+            [
+                (pages(28..34), record(32, 2)),
+                (pages(28..35), record(31, 4)),
+            ]
+        );
         assert_eq!(outcomes[0].ret, Ret::Ok);
+    }
+
+    #[test]
+    fn the_fill_as_patch_0004_runs_it_maps_what_the_model_says() {
+        // Unfailed, the batches of `Sim` (array_map_insert_below() and
+        // its unmapping of what went in below a present page) map what
+        // `fault` says a window maps, and leave its record.
+        let mut rng = crate::rng::Rng::new(1);
+        let v = VmaModel {
+            start: 0,
+            pages: 100,
+            map: 0,
+            pgoff: 20,
+            prot: crate::op::Prot::Read,
+            maywrite: false,
+            present: BTreeSet::new(),
+            file: 0,
+        };
+        let vma = v.map_pages();
+        let mut downward_stops = 0;
+        for _ in 0..5000 {
+            let present: BTreeSet<usize> = vma.clone().filter(|_| rng.chance(1, 12)).collect();
+            let Some(&page) = vma
+                .clone()
+                .filter(|p| !present.contains(p))
+                .collect::<Vec<_>>()
+                .get(rng.below(vma.len() - present.len()))
+            else {
+                continue;
+            };
+            let size = rng.between(1, 40);
+            let start = match rng.below(3) {
+                0 => (page + 1).min(vma.end),
+                1 => page.saturating_sub(size).max(vma.start),
+                _ => rng.between(vma.start, vma.end - 1),
+            };
+            let rec = Some(Record { start, size });
+            let (window, want) = fault(Fill::Growing, &present, &vma, page, rec);
+            let mut sim = Sim {
+                fill: Fill::Growing,
+                v: &v,
+                present: present.clone(),
+                record: rec,
+                tabled: [0].into(),
+                pass: None,
+                failed: None,
+            };
+            assert!(sim.fault(page));
+            let mut mapped = present.clone();
+            mapped.extend(window.clone());
+            assert_eq!(sim.present, mapped, "{page} {rec:?} {present:?}");
+            assert_eq!(sim.record, Some(want), "{page} {rec:?} {present:?}");
+            let asked = (page + 1).saturating_sub((2 * size).min(64));
+            downward_stops += usize::from(page + 1 == start && window.start > asked.max(vma.start));
+        }
+        assert!(
+            downward_stops > 100,
+            "{downward_stops} downward windows cut short"
+        );
     }
 }

@@ -21,6 +21,9 @@ pub struct VmaModel {
     pub maywrite: bool,
     /// Present map pages.
     pub present: BTreeSet<usize>,
+    /// The map's file it was mapped through (an index into
+    /// `MapModel::records`): its faults read and leave that file's record.
+    pub file: usize,
 }
 
 impl VmaModel {
@@ -173,6 +176,7 @@ mod tests {
             prot: Prot::ReadWrite,
             maywrite: true,
             present: present.iter().copied().collect(),
+            file: 0,
         }
     }
 

@@ -1,6 +1,9 @@
 //! A BPF array map as the model holds it: its shape, its flags and
 //! states, and the bytes of its value area (what a mapping shows, page by
-//! page, and BPF_MAP_LOOKUP_ELEM shows, element by element).
+//! page, and BPF_MAP_LOOKUP_ELEM shows, element by element), and the
+//! record each of its files keeps of the last fault's window.
+
+use selftests::runner::model::Record;
 
 use super::PAGE;
 
@@ -19,6 +22,15 @@ pub struct MapModel {
     pub ringbuf: bool,
     /// The value area, page-aligned: what mmap() exposes.
     pub bytes: Vec<u8>,
+    /// The record of the last fault's window (`file->f_ra`, patch 0004)
+    /// of each file opened on the map, oldest first: BPF_MAP_CREATE's,
+    /// then one per `reopen` (BPF_MAP_GET_FD_BY_ID makes a new file). The
+    /// last is the fd's; a mapping faults through the file it was made
+    /// from (`VmaModel::file`), as do its pieces, its moves and a forked
+    /// child's copies of it. None: no window yet (a fresh file's f_ra is
+    /// zero), and always on the kernels without the growing window and
+    /// for a ring buffer.
+    pub records: Vec<Option<Record>>,
 }
 
 impl MapModel {
@@ -32,6 +44,7 @@ impl MapModel {
             fd_open: true,
             ringbuf: false,
             bytes: vec![0; data_pages(value_size, entries) * PAGE],
+            records: vec![None],
         }
     }
 
@@ -48,7 +61,20 @@ impl MapModel {
             fd_open: true,
             ringbuf: true,
             bytes: vec![0; (2 + 2 * data) * PAGE],
+            records: vec![None],
         }
+    }
+
+    /// The file of the fd the fuzzer holds (or held last): what a new
+    /// mapping is made from.
+    pub fn file(&self) -> usize {
+        self.records.len() - 1
+    }
+
+    /// A new fd, on a new file with a fresh record.
+    pub fn reopen(&mut self) {
+        self.fd_open = true;
+        self.records.push(None);
     }
 
     /// Pages a mapping of the map can cover.

@@ -7,6 +7,15 @@
 //! On base (eager), a page that MADV_DONTNEED zapped stays a hole: the
 //! VMA has no fault handler, so an access takes SIGBUS (a user access)
 //! or EFAULT (the kernel's), where the lazy kernels fault the page in.
+//!
+//! On prefault and adaptive a fault's window grows while faults are
+//! sequential, as the map file's record of the last window says
+//! (`selftests::runner::model::fault`): each map keeps one record per
+//! file opened on it (`MapModel::records`), which every mapping made from
+//! that file, and a forked child's copy of it, reads and updates. On
+//! adaptive, mmap() also maps every page of an array map's mapping of at
+//! most POPULATE_PAGES pages (the record left alone); a page zapped since
+//! faults in again as on prefault.
 
 mod access;
 pub mod inject;
@@ -117,7 +126,7 @@ impl Model {
             Op::Close(m) => self.close(*m),
             Op::Reopen(m) => match self.maps.get_mut(m) {
                 Some(map) if !map.fd_open => {
-                    map.fd_open = true;
+                    map.reopen();
                     Ret::Ok
                 }
                 _ => Ret::Skipped,
@@ -159,6 +168,13 @@ impl Model {
             Some(m) if m.ringbuf => Fill::Eager,
             _ => self.fill(),
         }
+    }
+
+    /// Whether mmap() maps every page of a mapping of `pages` pages of
+    /// `map`: a ring buffer's on every kernel, an array's on eager and,
+    /// up to POPULATE_PAGES, on adaptive.
+    pub fn populated_at_mmap(&self, map: u32, pages: usize) -> bool {
+        self.fill_of(map) == Fill::Eager || self.kernel.populates(pages)
     }
 
     fn create_ringbuf(&mut self, map: u32, pages: u32) -> Ret {
@@ -226,10 +242,13 @@ impl Model {
         if let Some(errno) = refused {
             return Ret::Errno(errno);
         }
-        let present = match self.fill_of(map) {
-            Fill::Eager => (pgoff..pgoff + r.pages).collect(),
-            _ => Default::default(),
+        // Adaptive's populate is best effort (mmap() succeeds whatever it
+        // maps): what it leaves with a failure is `inject`'s.
+        let present = match self.populated_at_mmap(map, r.pages) {
+            true => (pgoff..pgoff + r.pages).collect(),
+            false => Default::default(),
         };
+        let file = m.file();
         self.layout.insert(VmaModel {
             start: r.at,
             pages: r.pages,
@@ -238,6 +257,7 @@ impl Model {
             prot,
             maywrite: prot.writable(),
             present,
+            file,
         });
         if populate && prot.readable() {
             // MAP_POPULATE's errors are not the caller's.
@@ -512,7 +532,8 @@ impl Model {
 
     fn fork(&mut self, accesses: &[Access]) -> Ret {
         // The child's page tables are copies (VM_MIXEDMAP): its faults
-        // are its own; the pages it writes are shared.
+        // are its own; the pages it writes are shared, and so are the
+        // files, with the records its faults leave.
         let mut child = self.clone();
         let rets = accesses.iter().map(|a| child.touch(*a)).collect();
         self.maps = child.maps;
@@ -608,10 +629,14 @@ impl Model {
         if fill == Fill::Eager {
             return Err(access::Fail::hole());
         }
-        let start = v.start;
+        let (start, map, file) = (v.start, v.map, v.file);
+        let record = self.maps[&map].records[file];
         let v = self.layout.get_mut(start).expect("found");
-        let mapped = fault(fill, &v.present, &v.map_pages(), mp);
+        let (mapped, record) = fault(fill, &v.present, &v.map_pages(), mp, record);
         v.present.extend(mapped);
+        if fill == Fill::Growing {
+            self.maps.get_mut(&map).expect("mapped").records[file] = Some(record);
+        }
         Ok(())
     }
 }
@@ -619,6 +644,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use selftests::runner::model::{Record, POPULATE_PAGES};
 
     fn ops(text: &str) -> Vec<Op> {
         crate::op::parse_ops(text).unwrap()
@@ -654,5 +680,125 @@ mod tests {
         };
         assert_eq!(last(Kernel::Eager), Ret::Signal(libc::SIGBUS));
         assert_eq!(last(Kernel::Adaptive), Ret::Value(0));
+    }
+
+    /// A model after `text`, on `kernel`, every operation run.
+    fn run(kernel: Kernel, text: &str) -> Model {
+        let mut m = Model::new(kernel, 1, false);
+        for op in ops(text) {
+            assert_ne!(m.apply(&op), Ret::Skipped, "{op}");
+        }
+        m
+    }
+
+    /// The present map pages of the VMA at arena page `at`.
+    fn present(m: &Model, at: usize) -> Vec<usize> {
+        m.layout.at(at).unwrap().present.iter().copied().collect()
+    }
+
+    fn record(start: usize, size: usize) -> Option<Record> {
+        Some(Record { start, size })
+    }
+
+    #[test]
+    fn two_mappings_of_one_map_fault_through_one_record() {
+        // Map pages 0..8 at arena 0, 8..16 at arena 100, from one fd.
+        let text = "create m0 value=4096 entries=64\n\
+                    mmap @0+8 m0 pgoff=0 rw\n\
+                    mmap @100+8 m0 pgoff=8 rw\n\
+                    touch @7.0=r\n\
+                    touch @100.0=r\n";
+        let m = run(Kernel::Prefault, text);
+        // 8 is right above the window 7 left (7..8), though in the other
+        // mapping: it maps 8..10.
+        assert_eq!(present(&m, 100), [8, 9]);
+        assert_eq!(m.maps[&0].records, [record(8, 2)]);
+        // A reopened fd is a new file, with a record of its own: map page
+        // 10 faulted through it is alone, through the first file it is
+        // right above 8..10.
+        let m = run(
+            Kernel::Prefault,
+            &format!(
+                "{text}close m0\nreopen m0\nmmap @200+8 m0 pgoff=10 rw\ntouch @200.0=r\n\
+                 touch @102.0=r\n"
+            ),
+        );
+        assert_eq!(present(&m, 200), [10]);
+        assert_eq!(present(&m, 100), (8..14).collect::<Vec<_>>());
+        assert_eq!(m.maps[&0].records, [record(10, 4), record(10, 1)]);
+    }
+
+    #[test]
+    fn a_forked_childs_faults_leave_the_record_to_the_parent() {
+        let text = "create m0 value=4096 entries=64\n\
+                    mmap @0+32 m0 pgoff=0 rw\n\
+                    touch @0.0=r\n\
+                    fork @1.0=r\n\
+                    touch @3.0=r\n";
+        let m = run(Kernel::Prefault, text);
+        // The child's fault at 1 mapped 1..3 in its own page tables; the
+        // file it shares records that window, so the parent's fault at 3
+        // grows it to 3..7.
+        assert_eq!(present(&m, 0), [0, 3, 4, 5, 6]);
+        assert_eq!(m.maps[&0].records, [record(3, 4)]);
+    }
+
+    #[test]
+    fn adaptive_populates_a_small_array_mapping_at_mmap() {
+        let text = format!(
+            "create m0 value=4096 entries=300\n\
+             mmap @0+{POPULATE_PAGES} m0 pgoff=0 r\n\
+             mmap @1000+{} m0 pgoff=0 r\n",
+            POPULATE_PAGES + 1
+        );
+        let m = run(Kernel::Adaptive, &text);
+        assert_eq!(present(&m, 0), (0..POPULATE_PAGES).collect::<Vec<_>>());
+        assert_eq!(
+            present(&m, 1000),
+            Vec::<usize>::new(),
+            "above POPULATE_PAGES: lazy"
+        );
+        assert_eq!(m.maps[&0].records, [None], "mmap() leaves the record");
+        // Prefault populates neither.
+        let m = run(Kernel::Prefault, &text);
+        assert_eq!(present(&m, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_page_zapped_on_adaptive_faults_in_again_with_the_window() {
+        let text = "create m0 value=4096 entries=16\n\
+                    mmap @0+16 m0 pgoff=0 rw\n\
+                    madvise @4+8 dontneed\n\
+                    touch @4.0=r\n\
+                    touch @5.0=w:1\n\
+                    touch @7.0=r\n";
+        let m = run(Kernel::Adaptive, text);
+        // 4 alone (no record yet), 5..7, then 7..11; 11 stays a hole.
+        let want: Vec<usize> = (0..11).chain(12..16).collect();
+        assert_eq!(present(&m, 0), want);
+        assert_eq!(m.maps[&0].records, [record(7, 4)]);
+        // 11 is right above it: 8 pages asked, 12 is present.
+        let mut m = m;
+        m.apply(&"touch @11.0=r".parse().unwrap());
+        assert_eq!(present(&m, 0), (0..16).collect::<Vec<_>>());
+        assert_eq!(m.maps[&0].records, [record(11, 1)]);
+    }
+
+    #[test]
+    fn a_downward_window_stops_short_of_a_present_page() {
+        let mut text = String::from(
+            "create m0 value=4096 entries=64\nmmap @0+64 m0 pgoff=0 rw\ntouch @20.0=r\n",
+        );
+        // Downwards from 40: windows of 1, 2, 4 and 8 pages, down to 26.
+        for page in [40, 39, 37, 33] {
+            text += &format!("touch @{page}.0=r\n");
+        }
+        let mut m = run(Kernel::Prefault, &text);
+        assert_eq!(m.maps[&0].records, [record(26, 8)]);
+        // 25 asks for 16 pages down, 10..=25: the batch meets 20, and the
+        // window is 21..=25.
+        m.apply(&"touch @25.0=r".parse().unwrap());
+        assert_eq!(present(&m, 0), (20..41).collect::<Vec<_>>());
+        assert_eq!(m.maps[&0].records, [record(21, 5)]);
     }
 }

@@ -7,17 +7,26 @@
 //! An access is two steps: it finds its page absent (or not), and its
 //! fault is handled later, with other threads' steps in between. Two
 //! threads that find one page absent both fault, and the second handler
-//! fills its window too, maybe after a zap the first one's thread made:
-//! no order of whole accesses maps those pages again.
+//! maps its page again, maybe after a zap the first one's thread made: no
+//! order of whole accesses maps it again.
 //!
-//! The growing window (adaptive) is sized from the ptes next to the
-//! faulting one and filled after, with other threads' zaps and faults in
-//! between: a fill can map what the ptes were when counted, in no order
-//! of whole faults. There the pages some order may leave are widened by
-//! each fault's largest window: one page more than the longest run next
-//! to it of pages that may be present during the round; and a fill that
-//! meets a page mapped meanwhile stops there, so the pages every order
-//! leaves are only those present before or touched, unless zapped.
+//! The growing window (prefault, adaptive) is sized from the map file's
+//! record of the last fault's window, which every fault through the file
+//! reads and rewrites: the threads' faults in both mappings of a map race
+//! on it (the kernel reads and writes it unlocked), and a handler may run
+//! long after its fault found its page absent. So the orders take each
+//! fault as a lone one (no record), and the pages some order may leave are
+//! widened by each fault's largest window: up to FAULT_WINDOW-1 pages
+//! above or below its page, within the VMA, short of the nearest page
+//! present all round (present before it and zapped by no thread), which
+//! stops any fill. The pages every order leaves are those present all
+//! round and those touched, unless zapped, or unmapped again by a fill:
+//! a downward fill goes a batch at a time, and a batch that meets a
+//! present page unmaps what it mapped below it. Another thread's touch of
+//! such a page in between finds it present, and it is gone after. So a
+//! touched page is not one every order leaves when another thread's fault
+//! above it may fill down to it and meet a page that may be present less
+//! than a batch above it.
 //!
 //! A zap is not one step either: it may drop its lock part way, and a
 //! fill that stepped over a page still mapped then leaves it zapped. So
@@ -26,7 +35,9 @@
 use std::collections::{BTreeSet, HashSet};
 use std::ops::Range;
 
-use selftests::runner::model::{fault, mapped_run, Fill, FAULT_WINDOW};
+use selftests::runner::model::{fault, Fill, FAULT_WINDOW};
+
+use crate::model::inject::INSERT_BATCH;
 
 /// What an event does to one mapping's presence (map pages).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,11 +74,14 @@ pub fn bounds(
     let mut b = out.expect("at least one order");
     let zapped = zapped(threads);
     if fill == Fill::Growing {
-        let reach: BTreeSet<usize> = b.some.union(before).copied().collect();
+        let kept: BTreeSet<usize> = before.difference(&zapped).copied().collect();
         for page in may_fault(before, threads) {
-            b.some.extend(largest_window(&reach, vma, page));
+            b.some.extend(largest_window(&kept, vma, page));
         }
+        let reach: BTreeSet<usize> = b.some.union(before).copied().collect();
+        let unmapped = unmapped_again(vma, before, (&kept, &reach), threads);
         b.every = before.iter().chain(&touched(threads)).copied().collect();
+        b.every.retain(|p| !unmapped.contains(p));
     }
     b.every.retain(|p| !zapped.contains(p));
     b
@@ -109,13 +123,58 @@ fn may_fault(before: &BTreeSet<usize>, threads: &[Vec<Effect>]) -> BTreeSet<usiz
         .collect()
 }
 
-/// The most a growing window at `page` can map when the pages present
-/// are some of `reach`: up or down from it, one more than the longest
-/// run of `reach` next to it, at most FAULT_WINDOW.
-fn largest_window(reach: &BTreeSet<usize>, vma: &Range<usize>, page: usize) -> Range<usize> {
-    let run = |down| mapped_run(reach, vma, page, down);
-    let w = (run(true).max(run(false)) + 1).min(FAULT_WINDOW);
-    (page + 1).saturating_sub(w).max(vma.start)..(page + w).min(vma.end)
+/// The most a growing window at `page` can map, whatever the record says
+/// when its fault is handled: up to FAULT_WINDOW-1 pages above or below
+/// it, within the VMA, short of the nearest page of `kept` (present all
+/// round) either way.
+fn largest_window(kept: &BTreeSet<usize>, vma: &Range<usize>, page: usize) -> Range<usize> {
+    let reach = FAULT_WINDOW - 1;
+    let floor = kept.range(..page).next_back().map_or(vma.start, |&k| k + 1);
+    let ceil = kept.range(page + 1..).next().map_or(vma.end, |&k| k);
+    page.saturating_sub(reach).max(vma.start).max(floor)..(page + reach + 1).min(vma.end).min(ceil)
+}
+
+/// The pages a thread touches that another thread's fault may map and
+/// unmap again after the touch: the fault's downward fill reaches them
+/// (up to FAULT_WINDOW-1 pages below its page, and not past the batch of
+/// the nearest page of `kept` below it, where the fill ends), and a page
+/// that may be present during the round (`reach`) lies above them, below
+/// the fault, in one batch with them.
+fn unmapped_again(
+    vma: &Range<usize>,
+    before: &BTreeSet<usize>,
+    (kept, reach): (&BTreeSet<usize>, &BTreeSet<usize>),
+    threads: &[Vec<Effect>],
+) -> BTreeSet<usize> {
+    let zapped = zapped(threads);
+    let mut out = BTreeSet::new();
+    for (u, faulting) in threads.iter().enumerate() {
+        // A thread's own touches come before its fault or after its
+        // fill is done.
+        let others: Vec<Vec<Effect>> = threads
+            .iter()
+            .enumerate()
+            .filter(|&(t, _)| t != u)
+            .map(|(_, e)| e.clone())
+            .collect();
+        let by_others = touched(&others);
+        let faults = touched(std::slice::from_ref(faulting))
+            .into_iter()
+            .filter(|p| !before.contains(p) || zapped.contains(p));
+        for f in faults {
+            let mut low = f.saturating_sub(FAULT_WINDOW - 1).max(vma.start);
+            if let Some(&k) = kept.range(..f).next_back() {
+                low = low.max(k.saturating_sub(INSERT_BATCH - 1));
+            }
+            for p in (low..f).filter(|p| by_others.contains(p) && !kept.contains(p)) {
+                let batch = p + 1..f.min(p + INSERT_BATCH);
+                if reach.range(batch).next().is_some() {
+                    out.insert(p);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Where a thread is: at its next effect, or with a fault on a page it
@@ -175,11 +234,12 @@ impl Walk<'_> {
         }
     }
 
-    /// A fault at `page` handled: its window mapped, the page itself
-    /// whether or not another fault mapped it meanwhile.
+    /// A fault at `page` handled, as a lone fault (the record races:
+    /// `bounds` widens for windows): the page mapped whether or not
+    /// another fault mapped it meanwhile.
     fn fault(&self, present: &mut BTreeSet<usize>, page: usize) {
         if self.fill != Fill::Eager {
-            let window = fault(self.fill, present, self.vma, page);
+            let (window, _) = fault(self.fill, present, self.vma, page, None);
             present.extend(window);
             present.insert(page);
         }
@@ -202,11 +262,12 @@ fn record(state: &BTreeSet<usize>, out: &mut Option<Bounds>) {
     }
 }
 
-/// One effect on `present`, as the model of the kernel's fill says.
+/// One effect on `present`, as the model of the kernel's fill says (a
+/// fault taken as a lone one).
 fn apply(fill: Fill, vma: &Range<usize>, present: &mut BTreeSet<usize>, effect: &Effect) {
     let access = |present: &mut BTreeSet<usize>, page: usize| {
         if !present.contains(&page) && fill != Fill::Eager {
-            let window = fault(fill, present, vma, page);
+            let (window, _) = fault(fill, present, vma, page, None);
             present.extend(window);
         }
     };
@@ -226,12 +287,37 @@ mod tests {
     }
 
     #[test]
-    fn an_aligned_window_is_mapped_whole_in_every_order() {
-        let vma = 0..100;
-        let threads = [vec![Effect::Access(3)], vec![Effect::Access(40)]];
-        let b = bounds(Fill::AlignedWindow, &vma, &BTreeSet::new(), &threads);
-        assert_eq!(b.every, set(0..64));
-        assert_eq!(b.every, b.some);
+    fn a_growing_window_may_reach_a_window_either_way_of_a_fault() {
+        // Whatever record the fault meets: 63 pages up or down from 100.
+        let threads = [vec![Effect::Access(100)]];
+        let b = bounds(Fill::Growing, &(0..200), &BTreeSet::new(), &threads);
+        assert_eq!(b.every, set([100]));
+        assert_eq!(b.some, set(37..164));
+        // Clamped to the VMA.
+        let b = bounds(
+            Fill::Growing,
+            &(5..100),
+            &BTreeSet::new(),
+            &[vec![Effect::Access(10)]],
+        );
+        assert_eq!(b.some, set(5..74));
+        // A page per fault elsewhere.
+        let b = bounds(Fill::PerPage, &(0..200), &BTreeSet::new(), &threads);
+        assert_eq!(b.some, set([100]));
+    }
+
+    #[test]
+    fn a_growing_window_stops_short_of_pages_present_all_round() {
+        // 10 and 11 stay present; 40 is zapped, so a fill may pass it.
+        let threads = [vec![Effect::Access(20)], vec![Effect::Zap(40..41)]];
+        let before = set([10, 11, 40]);
+        let b = bounds(Fill::Growing, &(0..64), &before, &threads);
+        assert_eq!(b.some, set(10..64));
+        assert_eq!(b.every, set([10, 11, 20]));
+        // And from above: 30 stops a fill down from 50.
+        let threads = [vec![Effect::Access(50)]];
+        let b = bounds(Fill::Growing, &(0..128), &set([30]), &threads);
+        assert_eq!(b.some, set(30..114));
     }
 
     #[test]
@@ -244,26 +330,31 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_found_absent_by_two_threads_fills_again_after_a_zap() {
-        // Thread 0 stores to 24 (absent) and then zaps 16..24; thread 1's
+    fn a_fault_found_absent_by_two_threads_maps_again_after_a_zap() {
+        // Thread 0 stores to 24 (absent) and then zaps 16..25; thread 1's
         // store to 24 found it absent too, and its fault, handled after
-        // the zap, maps the aligned window again.
+        // the zap, maps it again: in no order of whole accesses.
         let vma = 0..100;
         let threads = [
-            vec![Effect::Access(24), Effect::Zap(16..24)],
+            vec![Effect::Access(24), Effect::Zap(16..25)],
             vec![Effect::Access(24)],
         ];
-        let b = bounds(Fill::AlignedWindow, &vma, &BTreeSet::new(), &threads);
-        assert!(b.some.is_superset(&set(0..64)), "{b:?}");
-        assert_eq!(b.every, set((0..16).chain(24..64)));
+        let b = bounds(Fill::PerPage, &vma, &BTreeSet::new(), &threads);
+        assert_eq!(b.some, set([24]), "{b:?}");
+        assert_eq!(b.every, set([]));
+        // With the growing window, either fault's handler may fill a
+        // window after the zap.
+        let b = bounds(Fill::Growing, &vma, &BTreeSet::new(), &threads);
+        assert_eq!(b.some, set(0..88), "{b:?}");
+        assert_eq!(b.every, set([]));
     }
 
     #[test]
-    fn a_growing_window_counted_before_a_zap_may_fill_after_it() {
-        // 7 zapped by thread 1; thread 2's fault at 7 counts 8 and 9
-        // above it and maps 6 and 7 downwards; thread 0's zap of 6..14,
-        // between the count and the fill, leaves 6 present in no order
-        // of whole faults.
+    fn a_fill_racing_a_zap_may_leave_what_no_order_of_lone_faults_leaves() {
+        // 7 zapped by thread 1; thread 2's fault at 7, handled after
+        // thread 0's zap of 6..14, may fill down to 6 (5 stays present)
+        // with a record another fault left: 6 is present in no order of
+        // lone faults.
         let vma = 0..16;
         let threads = [
             vec![Effect::Zap(6..14)],
@@ -273,6 +364,7 @@ mod tests {
         let before = set((0..10).chain(12..16));
         let b = bounds(Fill::Growing, &vma, &before, &threads);
         assert!(b.some.contains(&6), "{b:?}");
+        assert_eq!(b.some, set(0..16));
         assert_eq!(
             b.every,
             set((0..6).chain(14..16)),
@@ -281,17 +373,31 @@ mod tests {
     }
 
     #[test]
-    fn a_growing_window_depends_on_the_order() {
-        // 10 and 11 present. 12 first maps 12..=14 (a run of 2 below it),
-        // then 9 maps 4..=9 downwards (a run of 5 above it); 9 first maps
-        // 7..=9, then 12 maps 12..=17 (a run of 5 below it). Widened: runs
-        // of 4..=17 give windows of 9 either way of 12 and of 9. Every
-        // order leaves 7..=14, but a fill that meets a page mapped
-        // meanwhile stops: only what was there and what was touched.
+    fn a_downward_batch_may_unmap_a_page_another_thread_touched() {
+        // 10 and 11 present. Thread 0's fault at 12 may fill down from
+        // it, its batch mapping 9 and meeting 10: 9 is unmapped again,
+        // after thread 1's load of 9 may have found it there.
         let vma = 0..64;
         let threads = [vec![Effect::Access(12)], vec![Effect::Access(9)]];
         let b = bounds(Fill::Growing, &vma, &set([10, 11]), &threads);
+        assert_eq!(b.every, set(10..=12));
+        assert_eq!(b.some, set(0..64));
+        // One thread's own touch of 9 comes before or after its fault at
+        // 12 has done: 9 stays.
+        let one = [vec![Effect::Access(12), Effect::Access(9)]];
+        let b = bounds(Fill::Growing, &vma, &set([10, 11]), &one);
         assert_eq!(b.every, set(9..=12));
-        assert_eq!(b.some, set(1..=20));
+        // Out of a window's reach below 80: 9 stays.
+        let far = [vec![Effect::Access(80)], vec![Effect::Access(9)]];
+        let b = bounds(Fill::Growing, &(0..100), &set([]), &far);
+        assert_eq!(b.every, set([9, 80]), "{b:?}");
+        // A fill down from 50 ends at the batch that meets 30 (present
+        // all round): 16 may be in that batch, 12 is below it.
+        for (p, stays) in [(16, false), (12, true)] {
+            let threads = [vec![Effect::Access(50)], vec![Effect::Access(p)]];
+            let b = bounds(Fill::Growing, &(0..100), &set([30]), &threads);
+            assert_eq!(b.every.contains(&p), stays, "{p}: {b:?}");
+            assert!(b.every.is_superset(&set([30, 50])), "{b:?}");
+        }
     }
 }

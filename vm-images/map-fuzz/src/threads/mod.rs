@@ -156,14 +156,16 @@ fn on_fresh_maps(
 ) -> Result<(), String> {
     let threads = out.threads;
     let (maps, mappings, vmas) = shared_maps()?;
-    let fill = settings.kernel.fill();
+    let kernel = settings.kernel;
     let mut state = State {
-        fill,
+        fill: kernel.fill(),
+        // mmap() maps every page on eager, and on adaptive a mapping of
+        // up to POPULATE_PAGES pages (all of these are).
         present: vmas
             .iter()
-            .map(|v| match fill {
-                Fill::Eager => (0..v.pages).collect(),
-                _ => BTreeSet::new(),
+            .map(|v| match kernel.populates(v.pages) {
+                true => (0..v.pages).collect(),
+                false => BTreeSet::new(),
             })
             .collect(),
         owned: Owned::new(),
