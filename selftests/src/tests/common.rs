@@ -2,7 +2,7 @@
 //! recognisable contents, page checks, smaps look-ups and errno asserts.
 
 use std::io;
-pub use std::os::fd::AsFd;
+pub use std::os::fd::{AsFd, OwnedFd};
 
 pub use crate::child::{expect_signal, run_in_child, spawn, Gate};
 pub use crate::proc::Vma;
@@ -80,12 +80,18 @@ impl PagedMap {
         word(&self.lookup_page(page), w)
     }
 
+    /// A file of the map's own (BPF_MAP_GET_FD_BY_ID, not a dup): a
+    /// fault's window grows from the last window of its file
+    /// (`runner::model`), so that mappings made through it start as the
+    /// model's fresh one does.
+    pub fn own_file(&self) -> io::Result<OwnedFd> {
+        bpf::map_get_fd_by_id(self.map.id()?)
+    }
+
     /// mmap(MAP_SHARED) of `pages` pages starting at map page `first`,
-    /// through a file of the map's own: a fault's window grows from the
-    /// last window of its file (`runner::model`), so that each mapping
-    /// made here starts as the model's fresh one does.
+    /// through a file of its own ([`PagedMap::own_file`]).
     pub fn mmap(&self, pages: usize, prot: i32, first: usize) -> io::Result<Mapping> {
-        let fd = bpf::map_get_fd_by_id(self.map.id()?)?;
+        let fd = self.own_file()?;
         mm::map_shared(fd.as_fd(), pages * PAGE, prot, (first * PAGE) as u64)
     }
 

@@ -96,10 +96,7 @@ fn across_a_page_table(pm: &PagedMap) -> Mapping {
     anon.write_u64(0, 1);
     anon.leak();
     let start = at + 2 * MIB - SPLIT * PAGE;
-    let fd = ok(
-        pm.map.id().and_then(bpf::map_get_fd_by_id),
-        "a file of the map's own",
-    );
+    let fd = ok(pm.own_file(), "a file of the map's own");
     ok(
         mm::mmap(
             start,
@@ -148,12 +145,11 @@ pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
     } else {
         model.touch(&[31]);
     }
-    let got = present(&m);
-    assert!(
-        got == model.pages(),
-        "{ctx}: after reading page 31 with the page table past it failing: present {}, expected {}",
-        ranges(&got),
-        ranges(&model.pages())
+    assert_pages(
+        ctx,
+        &present(&m),
+        &model.pages(),
+        "after reading page 31 with the page table past it failing",
     );
     // Only a window's fill reaches past page 31; elsewhere the failure
     // must stay armed, or the case would be another test.
@@ -164,13 +160,8 @@ pub fn t35_window_fill_page_table_failures(ctx: &Ctx) -> Result<(), Skip> {
     for p in [32, 40] {
         check_page(&m, p, p, &format!("page {p} after the failure"));
         model.touch(&[p]);
-        let got = present(&m);
-        assert!(
-            got == model.pages(),
-            "{ctx}: after reading page {p} as well: present {}, expected {}",
-            ranges(&got),
-            ranges(&model.pages())
-        );
+        let what = format!("after reading page {p} as well");
+        assert_pages(ctx, &present(&m), &model.pages(), &what);
     }
 
     let tries: Vec<(u64, bool)> = (0..3).map(|_| own_table_fails(ctx, &pm)).collect();
@@ -233,11 +224,17 @@ fn own_table_fails(ctx: &Ctx, pm: &PagedMap) -> (u64, bool) {
 /// page 0, on this kernel.
 #[track_caller]
 fn assert_present_window(ctx: &Ctx, got: &[usize], touched: &[usize], what: &str) {
-    let want = ctx.present_after(0..PAGES, touched);
+    assert_pages(ctx, got, &ctx.present_after(0..PAGES, touched), what);
+}
+
+/// The present map pages `got` are `want`, or a panic naming both as
+/// ranges.
+#[track_caller]
+fn assert_pages(ctx: &Ctx, got: &[usize], want: &[usize], what: &str) {
     assert!(
         got == want,
         "{ctx}: {what}: present {}, expected {}",
         ranges(got),
-        ranges(&want)
+        ranges(want)
     );
 }

@@ -182,10 +182,7 @@ fn across_a_table(pm: &PagedMap, first: usize) -> (Mapping, Mapping) {
         "reserving two pte tables' span",
     );
     let addr = around.addr() + TABLE - first * PAGE;
-    let fd = ok(
-        pm.map.id().and_then(bpf::map_get_fd_by_id),
-        "a file of the map's own",
-    );
+    let fd = ok(pm.own_file(), "a file of the map's own");
     let m = ok(
         mm::mmap(
             addr,

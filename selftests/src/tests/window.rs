@@ -33,10 +33,7 @@ fn expected(ctx: &Ctx, pieces: &[Range<usize>], mmap_pages: usize, order: &[usiz
 /// prot), each at its map pages' place in the area, all through one
 /// fresh file of the map.
 fn map_pieces(pm: &PagedMap, area: &Mapping, pieces: &[(Range<usize>, i32)]) -> Vec<Mapping> {
-    let fd = ok(
-        pm.map.id().and_then(bpf::map_get_fd_by_id),
-        "a file of the map's own",
-    );
+    let fd = ok(pm.own_file(), "a file of the map's own");
     pieces
         .iter()
         .map(|(r, prot)| {
