@@ -29,7 +29,8 @@ pub const SLOWEST_BASE_SECONDS: f64 = 813.0;
 /// cold run at about 62 min (2423 s at 1c72f2a, base 471 s); 70 until a
 /// debug kernel came into the run that decides what lands (issue 54:
 /// adaptive-debug's cold build, its plan and the debug mutants, 873 s of
-/// a cold run of 4222 s at e7f0991, base 684 s: about 84 min there).
+/// a cold run of 4222 s at e7f0991, base 684 s: about 84 min there). On
+/// record: 4520 s at 09598c4 with them, base 800 s: about 77 min there.
 pub const BUDGET_SECONDS: f64 = 5100.0;
 
 /// One step of a run.
