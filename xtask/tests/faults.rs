@@ -1242,7 +1242,7 @@ fn a_sample_line_whose_test_does_not_kill_its_mutant_fails_the_run() {
 #[test]
 #[ignore = "builds and boots kernels: run by cargo xtask ci"]
 fn a_mutant_of_a_variants_first_patch_is_held_only_by_what_it_changes() {
-    let id = "0002.28.return2";
+    let id = "0002.36.return2";
     // Its digest as CI_SAMPLE has it, so that the line is read and judged.
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let ci_sample = fs::read_to_string(project.join("mutants/CI_SAMPLE")).unwrap();
@@ -1251,7 +1251,7 @@ fn a_mutant_of_a_variants_first_patch_is_held_only_by_what_it_changes() {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .find(|w| w.first() == Some(&id))
         .map(|w| w[1].to_string())
-        .expect("CI_SAMPLE names 0002.28.return2");
+        .expect("CI_SAMPLE names 0002.36.return2");
     let line = format!("{id}  {digest}  T22  said to fall to 0003's arena test\n");
     let (code, text, file) = run_sample_line("first-of-two", &line);
     assert_eq!(code, TESTS_FAILED, "{text}");

@@ -186,10 +186,10 @@ pub(super) mod tests {
         let (p2, p3) = (patch_index(&series, "0002-"), patch_index(&series, "0003-"));
         let m = of_patch(p2, &series.patches[p2].name, &texts[p2])
             .into_iter()
-            .find(|m| m.id == "0002.28.return2")
+            .find(|m| m.id == "0002.36.return2")
             .expect("0002's forced SIGBUS");
         let dir = crate::util::tempdir();
-        let path = dir.join("0002.28.return2.patch");
+        let path = dir.join("0002.36.return2.patch");
         std::fs::write(&path, m.patch_text(&texts[p2])).unwrap();
         let claim = claim_for(&series, p2).unwrap();
         assert_eq!(claim, "direct");
