@@ -84,6 +84,7 @@ pub const ALL: &[Test] = &[
     test!(anon_inode::t33_arena_fault_timestamps),
     test!(window::t34_window_stops_short_of_mapped_pages),
     test!(failures::t35_window_fill_page_table_failures),
+    test!(failures::t35_arena_page_table_failure),
     test!(growing::t36_growing_window_sequences),
     test!(growing::t37_growing_window_state_is_the_file_record),
     // Four threads sweeping 8 MiB: about a second under TCG.
