@@ -16,7 +16,7 @@ use crate::kernel::bundle_manifest::{self, BundleManifest, BundledKernel};
 use crate::kernel::manifest::SourceInfo;
 use crate::kernel::{self, bundle, KernelConfig, SourceConfig};
 use crate::kselftest::{self, runner::Runner};
-use crate::vm::targets::Target;
+use crate::vm::targets::{Provenance, Target};
 use crate::{hostdeps, project};
 
 pub fn run(args: BundleArgs) -> Result<ExitCode> {
@@ -96,7 +96,9 @@ fn kernels(
                 bzimage: to,
                 flavor: spec.flavor,
                 debug: spec.debug,
-                vmlinux: Some(info.vmlinux),
+                provenance: Provenance::Built {
+                    vmlinux: info.vmlinux,
+                },
             });
         }
     }

@@ -17,7 +17,7 @@ use crate::report::protocol::Outcome;
 use crate::vm::guest_image;
 use crate::vm::schedule;
 use crate::vm::session::{self, GuestRun, Prepared, Session, SessionOptions};
-use crate::vm::targets::{BootConfig, Target};
+use crate::vm::targets::{BootConfig, Provenance, Target};
 
 /// What the guest may spend shrinking after its budget, at most (its
 /// own limit is `vm-images/map-fuzz`'s), and booting.
@@ -207,13 +207,12 @@ fn race_verdict(
 }
 
 /// The `--kernel` words that boot `t` again: its name for a kernel of the
-/// series, or for a bzImage given by path that path and the model it was
-/// held to (`--claim`).
+/// series, or for a bzImage given by path that path (not the run's copy
+/// of it) and the model it was held to (`--claim`).
 fn replay_words(t: &Target) -> String {
-    if t.bzimage.file_name() == Some(std::ffi::OsStr::new(&t.name)) {
-        format!("{} --claim {}", t.bzimage.display(), t.flavor.name())
-    } else {
-        t.name.clone()
+    match &t.provenance {
+        Provenance::Image(path) => format!("{} --claim {}", path.display(), t.flavor.name()),
+        Provenance::Built { .. } | Provenance::Bundle => t.name.clone(),
     }
 }
 
@@ -405,30 +404,45 @@ mod tests {
         );
     }
 
+    /// On a mixed run (`--kernel base,./m.bzImage --claim prefault`) the
+    /// built kernels lock the cache, and every target, the by-path one
+    /// too, boots from a copy in the run's directory: the replay line
+    /// still names the path `--kernel` was given, which it takes again.
     #[test]
     fn a_bzimage_of_its_own_is_replayed_by_its_path_and_claim() {
-        let target = |name: &str, bzimage: &str, claim: &str| Target {
+        let target = |name: &str, bzimage: &str, claim: &str, provenance| Target {
             name: name.to_string(),
             bzimage: PathBuf::from(bzimage),
             flavor: kernel::Flavor::from_name(claim),
             debug: false,
-            vmlinux: None,
+            provenance,
         };
-        let own = target("m.bzImage", "/tmp/runs/m.bzImage", "prefault");
-        assert_eq!(replay_words(&own), "/tmp/runs/m.bzImage --claim prefault");
+        let given = Provenance::Image("./m.bzImage".into());
+        let alone = target("m.bzImage", "./m.bzImage", "prefault", given.clone());
+        assert_eq!(replay_words(&alone), "./m.bzImage --claim prefault");
+        let copied = target(
+            "m.bzImage",
+            "/tmp/runs/m.bzImage.bzImage",
+            "prefault",
+            given,
+        );
+        assert_eq!(replay_words(&copied), "./m.bzImage --claim prefault");
         let built = target(
             "prefault",
-            "/cache/prefault/arch/x86/boot/bzImage",
+            "/tmp/runs/prefault.bzImage",
             "prefault",
+            Provenance::Built {
+                vmlinux: "/cache/prefault/vmlinux".into(),
+            },
         );
         assert_eq!(replay_words(&built), "prefault");
-        let text = super::super::reproducer(&replay_words(&own), 7, "what", &[]);
+        let text = super::super::reproducer(&replay_words(&copied), 7, "what", &[]);
         assert!(
-            text.starts_with("# bpflab fuzz reproducer: kernel /tmp/runs/m.bzImage, seed 7\n"),
+            text.starts_with("# bpflab fuzz reproducer: kernel ./m.bzImage, seed 7\n"),
             "{text}"
         );
         assert!(
-            text.contains("--kernel /tmp/runs/m.bzImage --claim prefault --replay"),
+            text.contains("--kernel ./m.bzImage --claim prefault --replay"),
             "{text}"
         );
     }

@@ -250,7 +250,7 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         let last = parse::last_number(&stdout).max(resume.done.unwrap_or(0));
         all.results.extend(parsed.results);
         let mut console = judge::console_check(&ran.outcome, &all.results);
-        symbolize::onto_console_check(&mut console, &ran.outcome, target.vmlinux.as_deref());
+        symbolize::onto_console_check(&mut console, &ran.outcome, target.vmlinux());
         consoles.push(console);
         if ran.vm_failure.is_none() {
             break;

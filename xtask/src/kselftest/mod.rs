@@ -175,7 +175,7 @@ pub fn build_for(
     }
     let kernels = targets
         .iter()
-        .map(|t| match &t.vmlinux {
+        .map(|t| match t.vmlinux() {
             Some(v) => KernelTree::from_vmlinux(&t.name, v),
             None => bail!(
                 "--kernel {}: kselftest runs only kernels it builds (base and the series' variants): \

@@ -199,7 +199,7 @@ mod tests {
             bzimage: "lazy-flag-debug.bzImage".into(),
             flavor: lazy,
             debug: true,
-            vmlinux: None,
+            provenance: crate::vm::targets::Provenance::Bundle,
         }];
         let source = crate::kernel::SourceConfig {
             kernel_src: None,

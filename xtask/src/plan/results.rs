@@ -54,7 +54,7 @@ pub(super) fn kernel_run(
     let mut results = run.report.results.clone();
     skips::enforce(&mut results, allowed_skips);
     let mut console = judge::console_check(&run.outcome, &results);
-    symbolize::onto_console_check(&mut console, &run.outcome, target.vmlinux.as_deref());
+    symbolize::onto_console_check(&mut console, &run.outcome, target.vmlinux());
     results.push(console);
     let kr = KernelRun {
         kernel: target.name.clone(),

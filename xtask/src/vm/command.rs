@@ -61,7 +61,7 @@ pub fn run(
     for file in raw {
         let _ = std::fs::remove_file(file);
     }
-    exit_code(&ran?, options.allow_splat, target.vmlinux.as_deref())
+    exit_code(&ran?, options.allow_splat, target.vmlinux())
 }
 
 /// The command's run on one kernel of several: its own exit status, as
@@ -117,7 +117,7 @@ pub fn run_each(
             .as_ref()
             .map_or(0, |r| oom_kills_in(&r.outcome.console_log));
         let status = ran
-            .and_then(|r| command_status(&r, target.vmlinux.as_deref()))
+            .and_then(|r| command_status(&r, target.vmlinux()))
             .map_err(|e| format!("{e:#}"));
         out.push(KernelCommand {
             kernel: target.name.clone(),

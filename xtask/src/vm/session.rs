@@ -215,7 +215,7 @@ impl Session {
             };
             drop(share);
             let console = read_lossy(&console_log)?.unwrap_or_default();
-            let ours = target.vmlinux.is_some();
+            let ours = target.is_ours();
             let lacks = boot_log::missing_option(&console, &outcome.end, ours);
             if self.boot_again(target, &outcome, died, lacks, &this.spec)? {
                 continue;
@@ -252,7 +252,7 @@ fn announce(
         crate::status!(
             &target.name,
             "{}",
-            super::gdb::announcement(target.vmlinux.as_deref(), port)
+            super::gdb::announcement(target.vmlinux(), port)
         );
     }
     let over = share

@@ -53,11 +53,39 @@ pub struct Target {
     /// a variant it does not know (`plan::claims`).
     pub flavor: Flavor,
     pub debug: bool,
-    /// The kernel's vmlinux in its build tree, for kernels we built.
-    pub vmlinux: Option<PathBuf>,
+    /// Where it came from, set when `--kernel` is resolved: later steps
+    /// read it rather than guess it from the paths.
+    pub provenance: Provenance,
+}
+
+/// Where a kernel of a run came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provenance {
+    /// Built from the source and the series here: its vmlinux is in the
+    /// build tree.
+    Built { vmlinux: PathBuf },
+    /// Built by the harness, taken from a bundle (`kernel::bundle`).
+    Bundle,
+    /// A bzImage of the user's own, by the path `--kernel` gave: the run
+    /// boots a copy of it, and this path boots it again.
+    Image(PathBuf),
 }
 
 impl Target {
+    /// The kernel's vmlinux in its build tree, for kernels built here.
+    pub fn vmlinux(&self) -> Option<&Path> {
+        match &self.provenance {
+            Provenance::Built { vmlinux } => Some(vmlinux),
+            Provenance::Bundle | Provenance::Image(_) => None,
+        }
+    }
+
+    /// Built by the harness, so with its configuration (a serial console
+    /// among it), whether here or into a bundle.
+    pub fn is_ours(&self) -> bool {
+        !matches!(self.provenance, Provenance::Image(_))
+    }
+
     /// What the guest runs on this kernel.
     pub fn guest(
         &self,
@@ -118,7 +146,9 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
                 bzimage: info.bzimage,
                 flavor: spec.flavor.clone(),
                 debug: spec.debug,
-                vmlinux: Some(info.vmlinux),
+                provenance: Provenance::Built {
+                    vmlinux: info.vmlinux,
+                },
             };
             out.push((*i, target));
         }
@@ -155,7 +185,7 @@ fn from_bundle(bundle: &Path, spec: KernelSpec) -> Result<Target> {
         bzimage,
         flavor: spec.flavor,
         debug: spec.debug,
-        vmlinux: None,
+        provenance: Provenance::Bundle,
     })
 }
 
@@ -175,7 +205,7 @@ fn own_kernel(path: &str, vm: &BootConfig, series: &Series) -> Result<Target> {
         bzimage: p.to_path_buf(),
         flavor: Flavor::from_name(claim),
         debug: vm.debug,
-        vmlinux: None,
+        provenance: Provenance::Image(p.to_path_buf()),
     })
 }
 
@@ -200,5 +230,38 @@ fn unique_names(targets: &mut [Target]) {
             t.name = format!("{}-{}", t.name, i + 1);
             seen.insert(t.name.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(provenance: Provenance) -> Target {
+        Target {
+            name: "k".into(),
+            bzimage: "/run/k.bzImage".into(),
+            flavor: Flavor::from_name("mainline"),
+            debug: false,
+            provenance,
+        }
+    }
+
+    /// A bundle's kernels were built by the harness too: a silent console
+    /// that timed out is a hang, not a kernel without a serial console
+    /// (`boot_log::missing_option`); only a built one has a vmlinux.
+    #[test]
+    fn the_provenance_says_whose_kernel_and_where_its_vmlinux_is() {
+        let built = target(Provenance::Built {
+            vmlinux: "/cache/k/vmlinux".into(),
+        });
+        assert!(built.is_ours());
+        assert_eq!(built.vmlinux(), Some(Path::new("/cache/k/vmlinux")));
+        let bundled = target(Provenance::Bundle);
+        assert!(bundled.is_ours());
+        assert_eq!(bundled.vmlinux(), None);
+        let image = target(Provenance::Image("./m.bzImage".into()));
+        assert!(!image.is_ours());
+        assert_eq!(image.vmlinux(), None);
     }
 }
