@@ -480,3 +480,21 @@ fn the_targets_met_are_the_lists_and_the_list_is_the_records() {
         "targets met that the list or the record does not bear out",
     );
 }
+
+/// README is what a newcomer acts on in two minutes: at most 150 lines,
+/// with the quick loop; the detail belongs in docs/.
+#[test]
+fn the_readme_is_short_and_names_the_quick_loop() {
+    let readme = std::fs::read_to_string(project::root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 150,
+        "README.md has {lines} lines, over 150: move the detail to docs/"
+    );
+    for step in ["cargo test --workspace", "cargo xtask vmtest --kernel "] {
+        assert!(
+            readme.contains(&format!("\n{step}")),
+            "README.md's Hacking section does not give `{step}`"
+        );
+    }
+}
