@@ -340,7 +340,7 @@ pub struct VmArgs {
     /// variants, which vmtest refuses without it; a bzImage by path,
     /// default mainline), KERNEL=SIDE for one; comma-separated. This
     /// series' own kernels are held to their own side.
-    #[arg(long, value_name = "[KERNEL=]SIDE", value_parser = crate::vm::claim::parse_arg)]
+    #[arg(long, value_name = "[KERNEL=]SIDE", value_parser = crate::kernel::claim::parse_arg)]
     pub claim: Option<String>,
     #[command(flatten)]
     pub timeout: TimeoutArg,

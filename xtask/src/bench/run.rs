@@ -16,6 +16,7 @@ use super::outcome::BenchOutcome;
 use super::output::report;
 use super::record::{record, RecordRun};
 use super::shape;
+use crate::kernel::choice::{self, Chosen, Sides};
 use crate::kernel::SourceConfig;
 use crate::vm::qemu::{AccelChoice, TcgThreads};
 use crate::vm::session::{self, Prepared, SessionOptions};
@@ -25,6 +26,8 @@ use crate::vm::targets::BootConfig;
 /// clock takes, the shape the record compares, and the series' head.
 pub struct Bench {
     source: SourceConfig,
+    /// Its kernels, each playing itself.
+    chosen: Chosen,
     boot: BootConfig,
     options: BenchOptions,
     clock: Clock,
@@ -68,12 +71,14 @@ impl Bench {
             // Known once the guest's binaries are built (`run`).
             pins: None,
         };
-        let series = source.series()?;
+        let chosen = choice::choose(&source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
+        let series = &chosen.series;
         let head = series.whole().name.clone();
         let mut series_kernels = vec![series.base.name.as_str().to_string()];
         series_kernels.extend(series.variant_names().into_iter().map(String::from));
         Ok(Bench {
             source,
+            chosen,
             boot,
             options,
             clock,
@@ -97,6 +102,7 @@ impl Bench {
             mut session,
         } = session::prepare(
             &self.source,
+            &self.chosen,
             &self.boot,
             "bench",
             SessionOptions {
@@ -111,9 +117,13 @@ impl Bench {
         let mut shape = self.shape.clone();
         if opts.record || opts.gate {
             let bench = crate::vm::guest_image::guest_bin_dir().join("bench");
-            let series = self.source.series()?;
             let guest = guest_args(opts.quick);
-            shape.pins = Some(shape::pins(&self.boot.machine, guest, &series, &bench)?);
+            shape.pins = Some(shape::pins(
+                &self.boot.machine,
+                guest,
+                &self.chosen.series,
+                &bench,
+            )?);
         }
         let measured = match boot_all(&mut session, &kernels, opts.repeat, opts.quick) {
             Ok(done) => done,

@@ -94,6 +94,7 @@ fn kernels(
             targets.push(Target {
                 name: info.name,
                 bzimage: to,
+                plays: spec.flavor.clone(),
                 flavor: spec.flavor,
                 debug: spec.debug,
                 provenance: Provenance::Built {

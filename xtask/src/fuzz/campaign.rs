@@ -12,6 +12,7 @@ use guest_common::protocol::Program;
 
 use super::records::{self, Divergence, KernelFuzz};
 use super::{client, tools, Plan, REPLAY_PATH};
+use crate::kernel::choice::{self, Sides};
 use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
 use crate::vm::guest_image;
@@ -66,8 +67,9 @@ pub fn fuzz_kernels(
     }
     // First, so that the developer's own --append overrides it.
     boot.machine.append.insert(0, PROC_MEM_FORCE.to_string());
+    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
     let Prepared { targets, session } =
-        session::prepare(source, &boot, "fuzz", SessionOptions::default())?;
+        session::prepare(source, &chosen, &boot, "fuzz", SessionOptions::default())?;
     let client =
         kernel::with_pristine(source, |pristine, dir| build_client(source, pristine, dir))?;
     let mut extra_files = guest_image::file_entries(
@@ -211,7 +213,7 @@ fn race_verdict(
 /// of it) and the model it was held to (`--claim`).
 fn replay_words(t: &Target) -> String {
     match &t.provenance {
-        Provenance::Image(path) => format!("{} --claim {}", path.display(), t.flavor.name()),
+        Provenance::Image(path) => format!("{} --claim {}", path.display(), t.plays.name()),
         Provenance::Built { .. } | Provenance::Bundle => t.name.clone(),
     }
 }
@@ -414,6 +416,7 @@ mod tests {
             name: name.to_string(),
             bzimage: PathBuf::from(bzimage),
             flavor: kernel::Flavor::from_name(claim),
+            plays: kernel::Flavor::from_name(claim),
             debug: false,
             provenance,
         };

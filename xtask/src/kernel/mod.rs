@@ -8,6 +8,8 @@ pub mod apply;
 pub mod bundle;
 pub mod bundle_manifest;
 pub mod cache;
+pub mod choice;
+pub mod claim;
 pub mod debian;
 pub mod extra;
 pub mod git;

@@ -16,6 +16,7 @@ use super::llvm::Llvm;
 use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
 use super::{RunOptions, RunnerRun};
+use crate::kernel::choice::{self, Sides};
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
@@ -82,8 +83,10 @@ pub fn run(
         boot.timeout = super::default_timeout(choice.all, boot.config)
             .map(|secs| secs * session::slowdown(boot.debug));
     }
+    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
     let Prepared { targets, session } = session::prepare(
         source,
+        &chosen,
         &boot,
         "kselftest",
         SessionOptions {

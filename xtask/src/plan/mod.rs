@@ -2,11 +2,11 @@
 //! each kernel held to its side of the plan, with the console check and
 //! the allowed skips; per-kernel KTAP as it goes, and typed results for
 //! the caller (`vmtest` prints them, `mutants` judges a mutant by them).
-//! `selection` chooses the tests, `claims` the side of the plan each
-//! kernel is held to, `inject` places a harness self-test's failure,
-//! `results` turns a guest's report into a kernel's results.
+//! `selection` chooses the tests (`kernel::choice` chose the kernels
+//! and the side of the plan each plays), `inject` places a harness
+//! self-test's failure, `results` turns a guest's report into a kernel's
+//! results.
 
-mod claims;
 mod inject;
 mod results;
 mod selection;
@@ -16,6 +16,7 @@ use std::fs;
 use anyhow::Result;
 use guest_common::protocol::Program;
 
+use crate::kernel::choice::{self, Chosen, Sides};
 use crate::kernel::SourceConfig;
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
@@ -67,6 +68,7 @@ pub struct VmFailure {
 /// before anything is installed or built.
 pub struct Plan<'a> {
     source: &'a SourceConfig,
+    chosen: Chosen,
     boot: &'a BootConfig,
     options: &'a PlanOptions,
     inject: GuestInject,
@@ -80,9 +82,10 @@ impl<'a> Plan<'a> {
         options: &'a PlanOptions,
     ) -> Result<Plan<'a>> {
         selection::check_filters(&options.filters)?;
-        claims::check(source, boot)?;
+        let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Plan)?;
         Ok(Plan {
             source,
+            chosen,
             boot,
             options,
             inject: inject::split(options.inject.as_deref())?,
@@ -102,10 +105,11 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
     let (source, boot, options) = (plan.source, plan.boot, plan.options);
     let (inject, allowed_skips) = (&plan.inject, &plan.allowed_skips);
     let Prepared {
-        mut targets,
+        targets,
         mut session,
     } = session::prepare(
         source,
+        &plan.chosen,
         boot,
         "vmtest",
         SessionOptions {
@@ -114,7 +118,6 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
             ..SessionOptions::default()
         },
     )?;
-    claims::hold(&mut targets, source, boot.claim.as_deref())?;
     let planned = selection::planned_tests(&options.filters)?;
     inject.check_against(&planned)?;
     let mut runs = Vec::new();

@@ -17,6 +17,7 @@ use super::share::{ShareChoice, Sharing};
 use super::symbolize;
 use super::targets::{BootConfig, Target};
 use super::terminal::{self, TerminalGuard};
+use crate::kernel::choice::{self, Sides};
 use crate::kernel::SourceConfig;
 
 /// What runs in the guest, and how.
@@ -141,7 +142,8 @@ fn prepare(
         sharing: Sharing::Host(options.share),
         ..SessionOptions::default()
     };
-    session::prepare(source, boot, "run", session_options)
+    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
+    session::prepare(source, &chosen, boot, "run", session_options)
 }
 
 /// `command` on `target`, its stdout and stderr written to `out` and

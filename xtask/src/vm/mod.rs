@@ -7,7 +7,6 @@
 
 pub mod accel;
 pub mod boot_log;
-pub mod claim;
 pub mod command;
 pub mod console;
 pub mod gdb;

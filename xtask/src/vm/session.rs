@@ -20,6 +20,7 @@ use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, Machine, TcgThreads
 use super::relay::Relay;
 use super::share::{self, ActiveShare, ShareChoice, Sharing};
 use super::targets::{targets, BootConfig, Target};
+use crate::kernel::choice::Chosen;
 use crate::kernel::SourceConfig;
 use crate::project;
 use crate::report::protocol::GuestReport;
@@ -91,6 +92,7 @@ pub struct Session {
 /// binaries, in that order: cheap checks fail before anything is built.
 pub fn prepare(
     source: &SourceConfig,
+    chosen: &Chosen,
     vm: &BootConfig,
     what: &str,
     options: SessionOptions,
@@ -98,7 +100,7 @@ pub fn prepare(
     let allowlist = guest_common::splat::allowlist();
     let cache_dir = &source.cache_dir;
     let run_dir = project::new_run_dir(cache_dir, what)?;
-    let targets = targets(source, vm, &run_dir)?;
+    let targets = targets(source, chosen, vm, &run_dir)?;
     // Also what `planned_tests` lists the tests with.
     guest_image::compile()?;
     Ok(Prepared {

@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program};
 
-use super::claim::Claims;
 use super::qemu::{AccelChoice, GuestCommand};
-use crate::kernel::series::Series;
+use crate::kernel::choice::{Chosen, ChosenKernel, Made};
 use crate::kernel::{self, ExtraConfig, Flavor, KernelConfig, KernelSpec, SourceConfig};
 
 /// How a run boots its kernels: which, debug or not, the accelerator,
@@ -18,7 +17,8 @@ use crate::kernel::{self, ExtraConfig, Flavor, KernelConfig, KernelSpec, SourceC
 /// overall time limit. Built by the command layer from its flags.
 #[derive(Debug, Clone)]
 pub struct BootConfig {
-    /// `--kernel` words: base, a variant, all, both, or a bzImage path.
+    /// `--kernel` words: base, a variant, all, both, or a bzImage path,
+    /// for `kernel::choice` to choose from.
     pub kernels: Vec<String>,
     /// The configuration of the kernels it builds.
     pub config: KernelConfig,
@@ -26,9 +26,10 @@ pub struct BootConfig {
     pub extra_config: Vec<PathBuf>,
     pub debug: bool,
     pub accel: AccelChoice,
-    /// `--claim` (`claim::Claims`): the plan side a kernel the plan does
-    /// not know is held to: a bzImage given by path (None: mainline), a
-    /// source's base (None: eager) or a variant of another series.
+    /// `--claim` (`kernel::claim::Claims`): the plan side a kernel the
+    /// plan does not know is held to: a bzImage given by path (None:
+    /// mainline), a source's base (None: eager) or a variant of another
+    /// series.
     pub claim: Option<String>,
     /// Seconds before the guest is killed; None: the default limits.
     pub timeout: Option<u64>,
@@ -39,19 +40,17 @@ pub struct BootConfig {
     pub machine: super::qemu::Machine,
 }
 
-/// The side a bzImage given by path is held to without a claim: a
-/// kernel of today, with the lazy mapping merged.
-pub const OWN_KERNEL_SIDE: &str = "mainline";
-
 /// A kernel ready to boot.
 #[derive(Debug, Clone)]
 pub struct Target {
     pub name: String,
     pub bzimage: PathBuf,
-    /// What the guest is told the kernel is (`bpflab.kernel`): its
-    /// variant, or a bzImage's claim; the plan puts the claim in place of
-    /// a variant it does not know (`plan::claims`).
+    /// What the kernel is: base or a variant (a bzImage by path: what it
+    /// plays).
     pub flavor: Flavor,
+    /// What the guest is told it is (`bpflab.kernel`), as
+    /// `kernel::choice` chose it.
+    pub plays: Flavor,
     pub debug: bool,
     /// Where it came from, set when `--kernel` is resolved: later steps
     /// read it rather than guess it from the paths.
@@ -95,56 +94,58 @@ impl Target {
     ) -> GuestCommand {
         GuestCommand {
             program,
-            kernel: self.flavor.name().into(),
+            kernel: self.plays.name().into(),
             args,
             inject,
         }
     }
 }
 
-/// Resolves `--kernel` names to bzImages, building what is missing, and
-/// copies each image into `run_dir` while the cache is still locked: a
-/// later run may rebuild the cache's kernels while this one boots them.
-pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result<Vec<Target>> {
-    let series = source.series()?;
+/// The chosen kernels as bzImages, building what is missing, each
+/// copied into `run_dir` while the cache is still locked: a later run may
+/// rebuild the cache's kernels while this one boots them.
+pub fn targets(
+    source: &SourceConfig,
+    chosen: &Chosen,
+    vm: &BootConfig,
+    run_dir: &Path,
+) -> Result<Vec<Target>> {
     let extra = ExtraConfig::load(&vm.extra_config)?;
-    let mut specs: Vec<(usize, KernelSpec)> = Vec::new();
+    let mut specs: Vec<(usize, KernelSpec, Flavor)> = Vec::new();
     let mut out: Vec<(usize, Target)> = Vec::new();
-    for (i, word) in vm.kernels.iter().enumerate() {
-        let Some(flavors) = kernel::expand_word(word, &series) else {
-            out.push((i, own_kernel(word, vm, &series)?));
-            continue;
-        };
-        for flavor in flavors {
-            let spec = KernelSpec {
-                flavor,
-                config: vm.config,
-                debug: vm.debug,
-                extra: extra.clone(),
-            };
-            if !specs.iter().any(|(_, s)| *s == spec) {
-                specs.push((i, spec));
+    for (i, k) in chosen.kernels.iter().enumerate() {
+        match &k.made {
+            Made::Image(path) => out.push((i, own_kernel(path, k, vm.debug))),
+            Made::Built(flavor) => {
+                let spec = KernelSpec {
+                    flavor: flavor.clone(),
+                    config: vm.config,
+                    debug: vm.debug,
+                    extra: extra.clone(),
+                };
+                specs.push((i, spec, k.plays.clone()));
             }
         }
     }
     if let (Some(bundle), false) = (&vm.bundle, specs.is_empty()) {
         let now = kernel::bundle_manifest::origin(source, vm.config)?;
         kernel::bundle_manifest::check(bundle, &now)?;
-        for (i, spec) in specs.drain(..) {
-            out.push((i, from_bundle(bundle, spec)?));
+        for (i, spec, plays) in specs.drain(..) {
+            out.push((i, from_bundle(bundle, spec, plays)?));
         }
     }
     // Held until the built kernels are copied out of the cache.
     let mut lock = None;
     if !specs.is_empty() {
-        let only: Vec<KernelSpec> = specs.iter().map(|(_, s)| s.clone()).collect();
+        let only: Vec<KernelSpec> = specs.iter().map(|(_, s, _)| s.clone()).collect();
         let (manifest, held) = kernel::build_locked(source, &only)?;
         lock = Some(held);
-        for ((i, spec), info) in specs.iter().zip(manifest.kernels) {
+        for ((i, spec, plays), info) in specs.iter().zip(manifest.kernels) {
             let target = Target {
                 name: info.name,
                 bzimage: info.bzimage,
                 flavor: spec.flavor.clone(),
+                plays: plays.clone(),
                 debug: spec.debug,
                 provenance: Provenance::Built {
                     vmlinux: info.vmlinux,
@@ -170,7 +171,7 @@ pub fn targets(source: &SourceConfig, vm: &BootConfig, run_dir: &Path) -> Result
 }
 
 /// A kernel of `spec` from a bundle.
-fn from_bundle(bundle: &Path, spec: KernelSpec) -> Result<Target> {
+fn from_bundle(bundle: &Path, spec: KernelSpec, plays: Flavor) -> Result<Target> {
     let name = spec.name();
     let bzimage = kernel::bundle::image(bundle, &name);
     if !bzimage.is_file() {
@@ -184,42 +185,28 @@ fn from_bundle(bundle: &Path, spec: KernelSpec) -> Result<Target> {
         name,
         bzimage,
         flavor: spec.flavor,
+        plays,
         debug: spec.debug,
         provenance: Provenance::Bundle,
     })
 }
 
-/// A bzImage of the user's own, given by path, held to its `--claim`
-/// (mainline when none is given: the lazy mapping merged).
-fn own_kernel(path: &str, vm: &BootConfig, series: &Series) -> Result<Target> {
-    let p = own_kernel_path(path, series)?;
-    let name = p
+/// A bzImage of the user's own, given by path, playing what its claim
+/// chose.
+fn own_kernel(path: &Path, chosen: &ChosenKernel, debug: bool) -> Target {
+    let name = path
         .file_name()
         .unwrap_or_default()
         .to_string_lossy()
         .into_owned();
-    let claims = Claims::parse(vm.claim.as_deref())?;
-    let claim = claims.side_of(&[path, &name]).unwrap_or(OWN_KERNEL_SIDE);
-    Ok(Target {
+    Target {
         name,
-        bzimage: p.to_path_buf(),
-        flavor: Flavor::from_name(claim),
-        debug: vm.debug,
-        provenance: Provenance::Image(p.to_path_buf()),
-    })
-}
-
-/// A `--kernel` word that names no kernel of `series`: the path of a
-/// bzImage file, or an error that says what the word may be.
-pub fn own_kernel_path<'a>(word: &'a str, series: &Series) -> Result<&'a Path> {
-    let p = Path::new(word);
-    if !p.is_file() {
-        bail!(
-            "--kernel {word}: not one of {}, nor an existing bzImage file",
-            kernel::known_words(series)
-        );
+        bzimage: path.to_path_buf(),
+        flavor: chosen.plays.clone(),
+        plays: chosen.plays.clone(),
+        debug,
+        provenance: Provenance::Image(path.to_path_buf()),
     }
-    Ok(p)
 }
 
 /// Two kernels with one name would overwrite each other's logs and reports.
@@ -242,6 +229,7 @@ mod tests {
             name: "k".into(),
             bzimage: "/run/k.bzImage".into(),
             flavor: Flavor::from_name("mainline"),
+            plays: Flavor::from_name("mainline"),
             debug: false,
             provenance,
         }
