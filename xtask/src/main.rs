@@ -15,9 +15,9 @@ mod ci;
 mod cli;
 mod commands;
 mod config_file;
-mod differential;
 #[cfg(test)]
 mod docs_claims;
+mod expect;
 mod fresh_root;
 mod fuzz;
 mod hostdeps;

@@ -22,7 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("vm", &["kernel", "report", "project", "util", "leftovers"]),
     ("bench", &["kernel", "vm", "report", "project", "util"]),
-    ("differential", &["vm", "report", "util"]),
+    ("expect", &["vm", "report", "util"]),
     (
         "mutants",
         &["plan", "fuzz", "kernel", "vm", "report", "project", "util"],

@@ -1,7 +1,7 @@
 //! `cargo xtask run`: a host command, or a shell, in the test VM (the
 //! work is `vm::command`); on several kernels, or with `--expect`, the
 //! command on each in turn, held to what each is expected to do
-//! (`differential`).
+//! (`expect`).
 //!
 //! Exit status, on one kernel: the command's; 125 when the VM could not
 //! run it (setup, boot, a panic, a timeout); a kernel splat turns a 0
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::cli::RunArgs;
-use crate::differential;
+use crate::expect;
 use crate::hostdeps;
 use crate::kernel;
 use crate::project::EXIT_TESTS_FAILED;
@@ -51,7 +51,7 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         share: args.share.share,
         allow_splat: args.allow_splat,
     };
-    let expectations = differential::parse_expectations(&args.expect)?;
+    let expectations = expect::parse_expectations(&args.expect)?;
     let host_command = command::host_command(&options)?;
     // `all` and `both` are several kernels in one word.
     let several = args.kernel.len() > 1
@@ -66,12 +66,12 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     if !several {
         return command::run(&source, &boot, &options, host_command);
     }
-    let check = |kernels: &[String]| differential::check_names(&expectations, kernels);
+    let check = |kernels: &[String]| expect::check_names(&expectations, kernels);
     let (run_dir, ran) = command::run_each(&source, &boot, (&options, host_command), check)?;
-    let rows = differential::judge(ran, &expectations, args.allow_splat);
-    eprint!("\n{}", differential::table(&rows));
+    let rows = expect::judge(ran, &expectations, args.allow_splat);
+    eprint!("\n{}", expect::table(&rows));
     let junit = run_dir.join("junit.xml");
-    std::fs::write(&junit, differential::junit(&rows, &args.command.join(" ")))
+    std::fs::write(&junit, expect::junit(&rows, &args.command.join(" ")))
         .with_context(|| format!("writing {}", junit.display()))?;
     eprintln!(
         "reports: {} (junit.xml, each kernel's output, console logs)",
