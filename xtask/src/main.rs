@@ -11,6 +11,7 @@
 //! user reads).
 
 mod bench;
+mod build_orphans;
 mod ci;
 mod cli;
 mod commands;
@@ -23,7 +24,6 @@ mod fuzz;
 mod hostdeps;
 mod kernel;
 mod kselftest;
-mod leftovers;
 mod mutants;
 mod plan;
 mod project;

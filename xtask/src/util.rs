@@ -90,7 +90,7 @@ pub fn output_text(out: &std::process::Output) -> String {
 
 /// Spawns `command` so that the kernel kills the child (SIGKILL) when the
 /// harness dies: no QEMU outlives its run. Only the child: what a killed
-/// make leaves running is stopped by the next build (see leftovers.rs).
+/// make leaves running is stopped by the next build (see build_orphans.rs).
 pub fn spawn_tied(command: &mut Command) -> std::io::Result<Child> {
     // SAFETY: prctl is async-signal-safe and touches no memory of ours.
     unsafe {

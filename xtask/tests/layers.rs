@@ -18,9 +18,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("hostdeps", &["kernel", "vm", "project", "util"]),
     (
         "kselftest",
-        &["kernel", "vm", "report", "project", "util", "leftovers"],
+        &["kernel", "vm", "report", "project", "util", "build_orphans"],
     ),
-    ("vm", &["kernel", "report", "project", "util", "leftovers"]),
+    (
+        "vm",
+        &["kernel", "report", "project", "util", "build_orphans"],
+    ),
     ("bench", &["kernel", "vm", "report", "project", "util"]),
     ("expect", &["vm", "report", "util"]),
     (
@@ -29,15 +32,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "plan",
-        &["kernel", "vm", "report", "project", "util", "leftovers"],
+        &["kernel", "vm", "report", "project", "util", "build_orphans"],
     ),
     ("fuzz", &["kernel", "vm", "report", "project", "util"]),
-    ("kernel", &["project", "util", "leftovers"]),
+    ("kernel", &["project", "util", "build_orphans"]),
     ("fresh_root", &["ci", "project", "util"]),
     ("ci", &["kernel", "project", "util", "workers"]),
     ("workers", &[]),
     ("report", &["project", "util"]),
-    ("leftovers", &["project", "util"]),
+    ("build_orphans", &["project", "util"]),
     ("project", &[]),
     ("util", &[]),
 ];

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::kconfig;
 use super::progress::{self, LogCounter, Progress};
-use crate::leftovers::{self, Marker};
+use crate::build_orphans::{self, Marker};
 use crate::util::{gone_is_none, last_lines, on_path, read_stamp, spawn_tied, write_atomic};
 
 const BUILDING: &str = ".bpflab-building";
@@ -293,7 +293,7 @@ fn run_make(req: &BuildRequest, cc: &str, log: &Path, tag: &str) -> Result<()> {
             // directory, which differs between the base and patched trees:
             // without this, patched would miss every object base built.
             .env("CCACHE_NOHASHDIR", "true")
-            .env(leftovers::TAG_VAR, tag)
+            .env(build_orphans::TAG_VAR, tag)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file),

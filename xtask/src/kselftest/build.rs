@@ -23,8 +23,8 @@ use anyhow::{bail, Context, Result};
 use super::leftout::{self, LeftOut};
 use super::llvm::Llvm;
 use super::runner::Runner;
+use crate::build_orphans::{self, Marker};
 use crate::kernel::mirror;
-use crate::leftovers::{self, Marker};
 use crate::util::{gone_is_none, last_lines, read_stamp, spawn_tied, write_atomic};
 
 /// The test modules test_progs loads, each a directory of the selftests.
@@ -493,7 +493,7 @@ fn make(args: &[String], llvm: Llvm, log: &Path) -> Result<()> {
         Command::new("make")
             .args(args)
             .env("PATH", path)
-            .env(leftovers::TAG_VAR, &tag)
+            .env(build_orphans::TAG_VAR, &tag)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(file),
