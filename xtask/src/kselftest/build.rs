@@ -9,8 +9,8 @@
 //! Makefile's dependencies on generated skeletons only hold that way: with
 //! an OUTPUT elsewhere every make rebuilds some 250 objects). The mirror
 //! keeps those outputs across syncs, and what cannot be built against this
-//! kernel's BTF can be left out of it (`leftout.rs`) without touching the
-//! tree the kernel is built from.
+//! kernel's BTF can be left out of it (`unbuildable.rs`) without touching
+//! the tree the kernel is built from.
 
 use std::ffi::OsString;
 use std::fs;
@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::leftout::{self, LeftOut};
 use super::llvm::Llvm;
 use super::runner::Runner;
+use super::unbuildable::{self, LeftOut};
 use crate::build_orphans::{self, Marker};
 use crate::kernel::mirror;
 use crate::util::{gone_is_none, last_lines, read_stamp, spawn_tied, write_atomic};
@@ -289,7 +289,7 @@ fn identity(path: &Path) -> Result<String> {
 /// Adds what make could not build to `left`; false if it found nothing
 /// to leave out (the failure is another kind, and is the user's to see).
 fn leave_out_failures(selftests: &Path, log: &str, left: &mut LeftOut) -> Result<bool> {
-    let (progs, tests) = leftout::failures(log);
+    let (progs, tests) = unbuildable::failures(log);
     let makefile = fs::read_to_string(selftests.join("Makefile"))?;
     let sources = test_sources(selftests)?;
     let mut found = false;
@@ -298,7 +298,7 @@ fn leave_out_failures(selftests: &Path, log: &str, left: &mut LeftOut) -> Result
             continue;
         }
         left.tests
-            .extend(leftout::tests_using(&prog, &makefile, &sources));
+            .extend(unbuildable::tests_using(&prog, &makefile, &sources));
         crate::status!("kselftest", "leaving out {prog}.bpf.o: {why}");
         left.progs.push((prog, why));
         found = true;
@@ -355,9 +355,9 @@ fn drop_stale_test_list(selftests: &Path) -> Result<()> {
     };
     let mut want: Vec<String> = test_sources(selftests)?
         .iter()
-        .flat_map(|(_, text)| leftout::defined_tests(text))
+        .flat_map(|(_, text)| unbuildable::defined_tests(text))
         .collect();
-    let mut listed = leftout::listed_tests(&text);
+    let mut listed = unbuildable::listed_tests(&text);
     // As sets: the Makefile's `sort` follows the locale.
     want.sort();
     listed.sort();

@@ -10,11 +10,11 @@ use anyhow::{bail, Result};
 
 use super::guest;
 use super::held::{Held, NewTest};
-use super::leftout::LeftOut;
 use super::lists;
 use super::llvm::Llvm;
 use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
+use super::unbuildable::LeftOut;
 use super::{RunOptions, RunnerRun};
 use crate::kernel::choice::{self, Sides};
 use crate::kernel::series::Series;

@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use guest_common::request::HostCommand;
 
 use super::runner::Runner;
-use super::{others, parse};
+use super::{maps_verifier_output, parse};
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::judge;
 use crate::vm::process::{VmEnd, VmOutcome};
@@ -136,8 +136,8 @@ pub struct Job<'a> {
 /// What one boot's output says, by runner.
 fn parse_output(runner: Runner, stdout: &str) -> parse::Parsed {
     match runner {
-        Runner::Maps => others::parse_maps(stdout),
-        Runner::Verifier => others::parse_verifier(stdout),
+        Runner::Maps => maps_verifier_output::parse_maps(stdout),
+        Runner::Verifier => maps_verifier_output::parse_verifier(stdout),
         _ => parse::parse(stdout),
     }
 }

@@ -13,14 +13,14 @@ pub mod campaign;
 pub mod compare;
 pub mod guest;
 pub mod held;
-pub mod leftout;
 pub mod lists;
 pub mod llvm;
-pub mod others;
+pub mod maps_verifier_output;
 pub mod parse;
 pub mod runner;
 pub mod seed;
 pub mod selection;
+pub mod unbuildable;
 pub mod verdict;
 
 use std::fs;
@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use self::build::{KernelTree, MakeOptions};
-use self::leftout::LeftOut;
 use self::llvm::Llvm;
 use self::runner::Runner;
+use self::unbuildable::LeftOut;
 use crate::kernel::series::{Patch, Series, Variant};
 use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
 use crate::report::protocol::{Status, TestResult};
