@@ -14,7 +14,7 @@ use super::commit;
 use super::queue::{longest_first, sections, waits_for};
 use super::step::Step;
 use super::times::{self, CiTimes, StepTime};
-use crate::kernel::usage::{self, human};
+use crate::kernel::disk_usage::{self, human};
 use crate::{project, workers};
 
 /// What a run of the chosen steps is given beside them.
@@ -313,11 +313,11 @@ fn report_times(run_dir: &Path, times: &CiTimes, record: bool) -> Result<()> {
 fn trim_cache(cache: &Path, cap: u64, run_dir: &Path) -> Result<()> {
     let series = crate::kernel::project_series()?;
     let week = Duration::from_secs(7 * 86400);
-    let t = usage::trim(cache, &series.variant_names(), week, Some(cap), run_dir)?;
+    let t = disk_usage::trim(cache, &series.variant_names(), week, Some(cap), run_dir)?;
     for p in &t.removed {
         println!("cache cap: removed {}", p.display());
     }
-    let total = usage::total(&t.parts);
+    let total = disk_usage::total(&t.parts);
     println!(
         "cache: {} of a {} cap after trimming ({} freed)",
         human(total),

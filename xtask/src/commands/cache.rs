@@ -1,6 +1,6 @@
 //! `cargo xtask cache`: what the kernel cache holds, part by part, and
 //! with `--prune` the old runs and the trees of kernels the series no
-//! longer names taken out, down to `--cache-cap` (`kernel::usage`).
+//! longer names taken out, down to `--cache-cap` (`kernel::disk_usage`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::cli::CacheArgs;
+use crate::kernel::disk_usage::{self, human, Part};
 use crate::kernel::series::Series;
-use crate::kernel::usage::{self, human, Part};
 use crate::project;
 
 pub fn run(args: CacheArgs) -> Result<ExitCode> {
@@ -23,7 +23,7 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
         .cache_cap
         .cache_cap
         .as_deref()
-        .map(usage::parse_size)
+        .map(disk_usage::parse_size)
         .transpose()?;
     let parts = if args.prune {
         // The series' variants, and every Debian baseline's.
@@ -42,7 +42,7 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
         }
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let age = Duration::from_secs(args.runs_older_than * 86400);
-        let t = usage::trim(&root, &names, age, cap, Path::new(""))?;
+        let t = disk_usage::trim(&root, &names, age, cap, Path::new(""))?;
         for p in &t.removed {
             println!("removed {}", p.display());
         }
@@ -53,11 +53,11 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
         );
         t.parts
     } else {
-        usage::usage(&root)
+        disk_usage::parts(&root)
     };
-    let total = usage::total(&parts);
+    let total = disk_usage::total(&parts);
     print!("{}", table(&parts, total, &root));
-    if let Some(free) = usage::free_bytes(&root) {
+    if let Some(free) = disk_usage::free_bytes(&root) {
         println!("free on its disk: {}", human(free));
     }
     Ok(match cap {

@@ -20,7 +20,7 @@ use crate::ci::Options;
 use crate::cli::CiArgs;
 use crate::config_file::CONFIG_ENV;
 use crate::kernel::bundle::BUNDLE_ENV;
-use crate::kernel::usage;
+use crate::kernel::disk_usage;
 use crate::kselftest::llvm;
 use crate::{fresh_root, hostdeps, project};
 
@@ -42,7 +42,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
         .cache_cap
         .cache_cap
         .as_deref()
-        .map(usage::parse_size)
+        .map(disk_usage::parse_size)
         .transpose()?;
     // Host tools first: a missing one fails here, before any long step.
     let mut env = ensure_tools(&selected, &cache)?;

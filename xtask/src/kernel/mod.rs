@@ -11,6 +11,7 @@ pub mod cache;
 pub mod choice;
 pub mod claim;
 pub mod debian;
+pub mod disk_usage;
 pub mod extra;
 pub mod git;
 pub mod hygiene;
@@ -23,7 +24,6 @@ pub mod progress;
 pub mod seed;
 pub mod series;
 pub mod source;
-pub mod usage;
 
 use std::collections::HashMap;
 use std::fs;
@@ -554,7 +554,7 @@ pub fn with_pristine<T>(
 /// becomes the one line that says so. Only the public entry points call
 /// it, so an error is explained once.
 fn in_cache<T>(args: &SourceConfig, work: impl FnOnce() -> Result<T>) -> Result<T> {
-    work().map_err(|e| usage::explain_disk_full(&args.cache_dir, e))
+    work().map_err(|e| disk_usage::explain_disk_full(&args.cache_dir, e))
 }
 
 /// A source and series ready to work on: the cache locked, the pristine

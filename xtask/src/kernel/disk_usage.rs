@@ -88,7 +88,7 @@ fn disk_bytes(path: &Path, skip: &[PathBuf], seen: &mut HashSet<(u64, u64)>) -> 
 /// The cache by part: each kernel's tree and each of its builds, the
 /// other directories of each source (pristine, kselftest, check, ...),
 /// then the top-level directories (runs, ccache, mutants, tools, ...).
-pub fn usage(cache: &Path) -> Vec<Part> {
+pub fn parts(cache: &Path) -> Vec<Part> {
     let mut seen = HashSet::new();
     let mut parts = Vec::new();
     // The pristine trees first: the kernels' trees are their hard links.
@@ -249,7 +249,7 @@ pub fn trim(
     // A tree another run holds is in use: it stays.
     list.retain(|p| p != keep && !tree_held(cache, p));
     if let Some(cap) = cap {
-        let total = total(&usage(cache));
+        let total = total(&parts(cache));
         let capped = cap_list(cache, total, cap, &list, keep);
         list.extend(
             capped
@@ -262,7 +262,7 @@ pub fn trim(
     Ok(Trimmed {
         removed: list,
         freed,
-        parts: usage(cache),
+        parts: parts(cache),
     })
 }
 
@@ -392,7 +392,7 @@ mod tests {
     #[test]
     fn parts_split_trees_from_builds_and_count_a_hard_link_once() {
         let c = cache("parts");
-        let parts = usage(&c.0);
+        let parts = parts(&c.0);
         assert!(bytes_of(&parts, "linux-1/pristine") >= 64 << 10);
         // base's Makefile is pristine's: its tree holds only the directory.
         assert!(bytes_of(&parts, "linux-1/base tree") < 16 << 10);
@@ -445,7 +445,7 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let total = total(&usage(&c.0));
+        let total = total(&parts(&c.0));
         let stale = [c.0.join("sources/linux-1/gone")];
         let keep = c.0.join("runs/ci-3");
         assert!(cap_list(&c.0, total, total, &stale, &keep).is_empty());
