@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Result};
 
-use super::step::Step;
+use super::Step;
 use crate::kernel::bundle::BUNDLE_ENV;
 
 /// Whether a step only boots kernels (and runs test programs) it can take

@@ -3,7 +3,7 @@
 //! or trees of their own; alone, after the queue, the rest, which build,
 //! make base stale, kill builds and hold the cache's lock on purpose.
 
-use super::step::{booting_tests, Step};
+use super::{booting_tests, Step};
 
 /// The fault tests that only boot the kernels the build step made (a
 /// guest that panics, freezes, hangs or floods its console, a test that

@@ -2,8 +2,8 @@
 //! which the two workers take first (`longest_first`) and which wait for
 //! another to end (`waits_for`).
 
-use super::step::{Runs, Step};
 use super::times::CiTimes;
+use super::{Runs, Step};
 
 /// The steps in sections: one step alone, or a run of consecutive steps
 /// with a lane, which run side by side.

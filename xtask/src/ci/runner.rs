@@ -12,8 +12,8 @@ use anyhow::{bail, Context, Result};
 
 use super::commit;
 use super::queue::{longest_first, sections, waits_for};
-use super::step::Step;
 use super::times::{self, CiTimes, StepTime};
+use super::Step;
 use crate::kernel::disk_usage::{self, human};
 use crate::{project, workers};
 
@@ -375,7 +375,7 @@ fn summary(outcomes: &[Outcome], total: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ci::step::Runs;
+    use crate::ci::Runs;
 
     fn sh(id: &'static str, script: &str) -> Step {
         Step {

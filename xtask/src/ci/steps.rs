@@ -4,8 +4,7 @@
 
 use anyhow::{bail, Result};
 
-use super::step::{booting_tests, Runs, Step};
-use super::{commit, faults, Options};
+use super::{booting_tests, commit, faults, Options, Runs, Step};
 
 /// The workflow the steps are spread over, as parallel jobs.
 pub const WORKFLOW: &str = ".github/workflows/ci.yml";

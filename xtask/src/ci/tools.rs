@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::step::Step;
+use super::Step;
 
 /// A group of host tools, one for each of the lists `hostdeps` installs.
 #[derive(Debug, Clone, Copy, PartialEq)]

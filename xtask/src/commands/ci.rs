@@ -13,10 +13,9 @@ use anyhow::{bail, Context, Result};
 
 use crate::ci::bundle as ci_bundle;
 use crate::ci::runner::{self, Setup};
-use crate::ci::step::Step;
 use crate::ci::steps;
 use crate::ci::tools::{self, HostTools};
-use crate::ci::Options;
+use crate::ci::{Options, Step};
 use crate::cli::CiArgs;
 use crate::config_file::CONFIG_ENV;
 use crate::kernel::bundle::BUNDLE_ENV;
