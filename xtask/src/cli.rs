@@ -2,7 +2,10 @@
 //! command modules take these and never import each other for them. Each
 //! flag is declared once: a flag that several subcommands take lives in
 //! a group (a `clap::Args` struct) that each of them flattens, and where
-//! two flags share a name but not a meaning, a comment says why.
+//! two flags share a name but not a meaning, a comment says why. A group
+//! of one flag names its field for what it holds (`share.choice`,
+//! `vms.count`, `cache_cap.size`) and keeps the flag's id, bpflab.toml's
+//! key, and its long name and value name as they were (`id = "share"`).
 
 use std::path::{Path, PathBuf};
 
@@ -157,8 +160,8 @@ pub struct DebugArg {
     /// `--config kconfig/kasan.config`) instead of the plain ones, mutants'
     /// too: slower, and they see what a plain kernel cannot, such as a
     /// lock never released.
-    #[arg(long)]
-    pub debug: bool,
+    #[arg(id = "debug", long = "debug")]
+    pub enabled: bool,
 }
 
 /// Which build of each kernel: debug or not, our configuration and the
@@ -180,8 +183,9 @@ pub struct KernelBuildArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct AccelArg {
     /// Accelerator: KVM where it can run the kernel, else TCG.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
-    pub accel: AccelChoice,
+    #[arg(id = "accel", long = "accel", value_name = "ACCEL")]
+    #[arg(value_enum, default_value_t = AccelChoice::Auto)]
+    pub choice: AccelChoice,
 }
 
 /// `--timeout`, for run and the booting suites.
@@ -192,8 +196,8 @@ pub struct TimeoutArg {
     /// and no limit for run --shell; kselftest --all 4 hours, on
     /// --kernel-config bpf-ci 2 hours; 3x each for debug kernels); the
     /// results that arrived are kept.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    #[arg(id = "timeout", long = "timeout", value_name = "SECS")]
+    pub secs: Option<u64>,
 }
 
 /// `--share` of run and kselftest, which always share the host and only
@@ -202,8 +206,9 @@ pub struct TimeoutArg {
 pub struct ShareArg {
     /// How the host is shared (auto: virtiofs, else 9p); kselftest's
     /// test_progs runs from the cache through it.
-    #[arg(long, value_enum, default_value_t = ShareChoice::Auto)]
-    pub share: ShareChoice,
+    #[arg(id = "share", long = "share", value_name = "SHARE")]
+    #[arg(value_enum, default_value_t = ShareChoice::Auto)]
+    pub choice: ShareChoice,
 }
 
 /// `--vms`, for the suites that run guests side by side.
@@ -212,8 +217,8 @@ pub struct VmsArg {
     /// Guests at once, never two on one kernel (kselftest's each run one
     /// runner). Under TCG a guest keeps one host core busy, so on two
     /// cores `--vms 2` uses both.
-    #[arg(long, value_name = "N", default_value = "1")]
-    pub vms: std::num::NonZeroUsize,
+    #[arg(id = "vms", long = "vms", value_name = "N", default_value = "1")]
+    pub count: std::num::NonZeroUsize,
 }
 
 /// `--llvm`, for the commands that build test_progs (kselftest, bundle);
@@ -224,15 +229,20 @@ pub struct LlvmArg {
     /// /usr/lib/llvm-N, 18 or later (-mcpu=v4, for test_progs-cpuv4),
     /// installed when missing (as root). Default: the newest of those
     /// installed, else 19.
-    #[arg(long, value_name = "N", value_parser = llvm::parse_version)]
-    pub llvm: Option<u32>,
+    #[arg(
+        id = "llvm",
+        long = "llvm",
+        value_name = "N",
+        value_parser = llvm::parse_version
+    )]
+    pub version: Option<u32>,
 }
 
 impl LlvmArg {
     /// The LLVM chosen, from what this machine has installed.
     pub fn choose(&self) -> Result<Llvm> {
         let installed = llvm::installed(Path::new(llvm::LIB));
-        llvm::choose(self.llvm, &installed, crate::hostdeps::can_apt_install())
+        llvm::choose(self.version, &installed, crate::hostdeps::can_apt_install())
     }
 }
 
@@ -243,8 +253,8 @@ pub struct CacheCapArg {
     /// trims the cache to it (as `cache --prune`, the oldest runs first,
     /// this run's kept); `cache --prune` removes the oldest runs until it
     /// is, and `cache` exits 1 when the cache is over it.
-    #[arg(long, value_name = "SIZE")]
-    pub cache_cap: Option<String>,
+    #[arg(id = "cache_cap", long = "cache-cap", value_name = "SIZE")]
+    pub size: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -582,10 +592,10 @@ impl VmArgs {
             kernels: self.kernels.clone(),
             config: self.build.configuration.kernel_config,
             extra_config: self.build.config.clone(),
-            debug: self.build.debug.debug,
-            accel: self.accel.accel,
+            debug: self.build.debug.enabled,
+            accel: self.accel.choice,
             claim: self.claim.clone(),
-            timeout: self.timeout.timeout,
+            timeout: self.timeout.secs,
             bundle: self.bundle.clone(),
             machine: self.machine.machine(),
         }
@@ -879,7 +889,7 @@ mod tests {
         };
         assert_eq!(r.command, ["ls", "-l", "--color"]);
         assert_eq!(
-            (r.kernel, r.share.share),
+            (r.kernel, r.share.choice),
             (vec!["mainline".to_string()], ShareChoice::Auto)
         );
         assert!(Cli::try_parse_from(["x", "run", "--shell", "--", "ls"]).is_err());

@@ -1,10 +1,11 @@
 //! `bpflab.toml`: the developer's habitual flags. Each key stands for a
-//! flag that several subcommands share, and is that flag's id (its field
-//! in cli.rs); its value is checked by the flag's own parser, and its
-//! words go into the command line right after the subcommand, for every
-//! subcommand that takes the flag and was not given it, so the command
-//! line always wins. An unknown key, or a value the flag does not take,
-//! is an error that names it.
+//! flag that several subcommands share, and is that flag's id in cli.rs
+//! (its field's name, or the `id` a group of one flag gives it); its
+//! value is checked by the flag's own parser, and its words go into the
+//! command line right after the subcommand, for every subcommand that
+//! takes the flag and was not given it, so the command line always wins.
+//! An unknown key, or a value the flag does not take, is an error that
+//! names it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -18,7 +18,7 @@ pub fn run(args: BuildKernelArgs) -> Result<ExitCode> {
         &series,
         (
             args.build.configuration.kernel_config,
-            args.build.debug.debug,
+            args.build.debug.enabled,
         ),
         &extra,
     )?;

@@ -21,7 +21,7 @@ pub fn run(args: CacheArgs) -> Result<ExitCode> {
     }
     let cap = args
         .cache_cap
-        .cache_cap
+        .size
         .as_deref()
         .map(disk_usage::parse_size)
         .transpose()?;

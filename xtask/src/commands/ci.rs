@@ -39,7 +39,7 @@ pub fn run(args: CiArgs) -> Result<ExitCode> {
     runner::guests_see(&selected, &cache)?;
     let cap = args
         .cache_cap
-        .cache_cap
+        .size
         .as_deref()
         .map(disk_usage::parse_size)
         .transpose()?;

@@ -54,7 +54,7 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     let options = FuzzOptions {
         plan: plan.clone(),
         replay,
-        vms: args.vms.vms.get(),
+        vms: args.vms.count.get(),
     };
     let fuzzed = campaign::fuzz_kernels(&source, args.vm.boot(), options)?;
     finish(&fuzzed, &plan)

@@ -16,7 +16,7 @@ use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let llvm = args.llvm.choose()?;
-    let why = match args.llvm.llvm {
+    let why = match args.llvm.version {
         Some(_) => "--llvm",
         None => "the newest installed, 18 or later, else 19; --llvm N to choose",
     };
@@ -30,7 +30,7 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     }
     hostdeps::ensure(&deps).context("checking the host tools for the BPF selftests")?;
     if !args.build_only {
-        hostdeps::ensure_share(args.share.share)?;
+        hostdeps::ensure_share(args.share.choice)?;
     }
     let options = SuiteOptions {
         choice: TestChoice {
@@ -40,9 +40,9 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         new_on: args.new_on.clone(),
         runners: args.runners.clone(),
         parallel: args.parallel,
-        vms: args.vms.vms,
+        vms: args.vms.count,
         build_only: args.build_only,
-        share: args.share.share,
+        share: args.share.choice,
         stall: args.stall,
         llvm,
     };

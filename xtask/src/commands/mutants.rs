@@ -45,8 +45,8 @@ pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     }
     let options = JudgeOptions {
         judge: args.judge,
-        debug: args.debug.debug,
-        accel: args.accel.accel,
+        debug: args.debug.enabled,
+        accel: args.accel.choice,
         fresh: args.fresh,
         seed: args.seed,
         fuzz_seconds: args.fuzz_seconds,

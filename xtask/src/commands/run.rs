@@ -38,17 +38,17 @@ fn run_command(args: &RunArgs) -> Result<u8> {
         kernels: args.kernel.clone(),
         config: args.build.configuration.kernel_config,
         extra_config: args.build.config.clone(),
-        debug: args.build.debug.debug,
-        accel: args.accel.accel,
+        debug: args.build.debug.enabled,
+        accel: args.accel.choice,
         claim: None,
-        timeout: args.timeout.timeout,
+        timeout: args.timeout.secs,
         bundle: None,
         machine: args.machine.machine(),
     };
     let options = CommandOptions {
         command: args.command.clone(),
         shell: args.shell,
-        share: args.share.share,
+        share: args.share.choice,
         allow_splat: args.allow_splat,
     };
     let expectations = expect::parse_expectations(&args.expect)?;
