@@ -16,7 +16,7 @@ use super::outcome::BenchOutcome;
 use super::output::report;
 use super::record::{record, RecordRun};
 use super::shape;
-use crate::kernel::choice::{self, Chosen, Sides};
+use crate::kernel::choice::Chosen;
 use crate::kernel::SourceConfig;
 use crate::vm::qemu::{AccelChoice, TcgThreads};
 use crate::vm::session::{self, Prepared, SessionOptions};
@@ -44,7 +44,12 @@ impl Bench {
     /// The clock (`clock_for`) and, under icount, one address layout and
     /// one vCPU; the series' head. Errors on a clock the accelerator or
     /// the gates cannot take.
-    pub fn new(source: SourceConfig, mut boot: BootConfig, options: BenchOptions) -> Result<Bench> {
+    pub fn new(
+        source: SourceConfig,
+        chosen: Chosen,
+        mut boot: BootConfig,
+        options: BenchOptions,
+    ) -> Result<Bench> {
         options.check()?;
         let kvm_first = crate::vm::accel::auto_tries_kvm(&source.cache_dir);
         let needs_icount = options.record || options.gate;
@@ -71,7 +76,6 @@ impl Bench {
             // Known once the guest's binaries are built (`run`).
             pins: None,
         };
-        let chosen = choice::choose(&source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
         let series = &chosen.series;
         let head = series.whole().name.clone();
         let mut series_kernels = vec![series.base.name.as_str().to_string()];

@@ -11,13 +11,15 @@ use crate::bench::outcome::BenchOutcome;
 use crate::bench::run::Bench;
 use crate::cli::BenchArgs;
 use crate::hostdeps;
-use crate::kernel::own_series::{self, Suite};
+use crate::kernel::choice::{self, Sides};
+use crate::kernel::own_series::Suite;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 
 /// The bench's rows and targets are this series' kernels'.
 const BENCH: Suite = Suite {
     tests: "bench measures this series' array-map mmap",
     instead: "use `cargo xtask run --kernel ... --expect` or `kselftest` for your own patch",
+    claimed_images: false,
 };
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -26,7 +28,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--repeat 0: at least one boot per kernel is needed");
     }
     let source = args.source.config()?;
-    own_series::check(&BENCH, &source, &args.vm.kernels)?;
+    let boot = args.vm.boot();
+    let chosen = choice::choose(
+        &source,
+        &boot.kernels,
+        boot.claim.as_deref(),
+        Sides::OwnSeries(&BENCH),
+    )?;
     let options = BenchOptions {
         quick: args.quick,
         repeat,
@@ -39,7 +47,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         gate: args.gate,
         gate_targets: args.gate_targets,
     };
-    let bench = Bench::new(source, args.vm.boot(), options)?;
+    let bench = Bench::new(source, chosen, boot, options)?;
     hostdeps::ensure_boot(bench.source())?;
     Ok(exit_code(bench.run()?))
 }

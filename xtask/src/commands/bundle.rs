@@ -14,6 +14,7 @@ use anyhow::{Context, Result};
 use crate::cli::BundleArgs;
 use crate::kernel::bundle_manifest::{self, BundleManifest, BundledKernel};
 use crate::kernel::manifest::SourceInfo;
+use crate::kernel::series::Series;
 use crate::kernel::{self, bundle, KernelConfig, SourceConfig};
 use crate::kselftest::{self, runner::Runner};
 use crate::vm::targets::{Provenance, Target};
@@ -32,12 +33,14 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
     let kernel_config = args.configuration.kernel_config;
     // Before the build: what it is built from.
     let origin = bundle_manifest::origin(&source, kernel_config)?;
-    let (targets, kernels, built_from) = kernels(&source, kernel_config, out)?;
+    let series = source.series()?;
+    let (targets, kernels, built_from) = kernels((&source, &series), kernel_config, out)?;
     let config = (kernel_config, None, llvm);
     // Links into the cache, made in the bundle's directory, copied into
     // it dereferenced and then removed.
     let links = out.join("links");
-    let (dirs, left_out) = kselftest::build_for(&source, config, &targets, (&Runner::ALL, &links))?;
+    let (dirs, left_out) =
+        kselftest::build_for((&source, &series), config, &targets, (&Runner::ALL, &links))?;
     let dest = bundle::kselftest_dir(out, kernel_config);
     for (t, dir) in targets.iter().zip(&dirs) {
         copy_dereferenced(dir, &dest.join("run").join(&t.name))?;
@@ -65,11 +68,10 @@ pub fn run(args: BundleArgs) -> Result<ExitCode> {
 /// Builds the kernels a bundle holds and copies each image into `out`:
 /// them as targets, as the manifest records them, and their source.
 fn kernels(
-    source: &SourceConfig,
+    (source, series): (&SourceConfig, &Series),
     kernel_config: KernelConfig,
     out: &Path,
 ) -> Result<(Vec<Target>, Vec<BundledKernel>, SourceInfo)> {
-    let series = source.series()?;
     let mut targets = Vec::new();
     let mut kernels = Vec::new();
     let mut built_from = None;
@@ -77,7 +79,7 @@ fn kernels(
         let words: Vec<String> = words.split(',').map(str::to_string).collect();
         let specs = kernel::specs_for(
             &words,
-            &series,
+            series,
             (kernel_config, *debug),
             &kernel::ExtraConfig::default(),
         )?;

@@ -18,18 +18,26 @@ use crate::fuzz::campaign::{self, FuzzOptions, Fuzzed, Verdict};
 use crate::fuzz::records::KernelFuzz;
 use crate::fuzz::{self, Plan};
 use crate::hostdeps;
-use crate::kernel::own_series::{self, Suite};
+use crate::kernel::choice::{self, Sides};
+use crate::kernel::own_series::Suite;
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 
 /// The guest's models are of this series' variants.
 const FUZZ: Suite = Suite {
     tests: "fuzz holds each kernel to its model of this series' array-map mmap",
     instead: "use `cargo xtask run --kernel ... --expect` or `kselftest` for your own patch",
+    claimed_images: true,
 };
 
 pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
-    own_series::check(&FUZZ, &source, &series_words(&args))?;
+    let boot = args.vm.boot();
+    let chosen = choice::choose(
+        &source,
+        &boot.kernels,
+        boot.claim.as_deref(),
+        Sides::OwnSeries(&FUZZ),
+    )?;
     hostdeps::ensure_fuzzer(&source)?;
     let replay = args.replay.as_deref().map(read_replay).transpose()?;
     let plan = Plan {
@@ -56,25 +64,12 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
         replay,
         vms: args.vms.count.get(),
     };
-    let fuzzed = campaign::fuzz_kernels(&source, args.vm.boot(), options)?;
+    let fuzzed = campaign::fuzz_kernels(&source, &chosen, boot, options)?;
     finish(&fuzzed, &plan)
 }
 
 /// A reproducer the guest can run: every line an operation, or a race
 /// reproducer's rounds.
-/// The `--kernel` words held to this series: all but the bzImage files
-/// a `--claim` holds to one of its variants (a mutant's kernel, to replay
-/// its reproducer). Without `--claim` a file is refused: a model must be
-/// chosen, not defaulted.
-fn series_words(args: &FuzzArgs) -> Vec<String> {
-    args.vm
-        .kernels
-        .iter()
-        .filter(|w| args.vm.claim.is_none() || !Path::new(w).is_file())
-        .cloned()
-        .collect()
-}
-
 fn read_replay(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--replay {}: reading it", path.display()))?;

@@ -9,9 +9,10 @@ use anyhow::Result;
 
 use crate::cli::MutantsArgs;
 use crate::hostdeps;
-use crate::kernel::own_series::{self, Suite};
+use crate::kernel::choice::{self, Sides};
+use crate::kernel::own_series::Suite;
 use crate::mutants::campaign::{self, Judged};
-use crate::mutants::select::{self, Choice};
+use crate::mutants::select::{self, Selection};
 use crate::mutants::Mutant;
 use crate::mutants::{JudgeOptions, MutantJudge};
 use crate::project::EXIT_TESTS_FAILED;
@@ -22,18 +23,20 @@ const MUTANTS: Suite = Suite {
     tests: "mutants holds this series' array-map mmap patches to the plan",
     instead:
         "use `cargo xtask vmtest --kernel NAME --claim KERNEL` or `kselftest` for your own patch",
+    claimed_images: false,
 };
 
 pub fn run(args: MutantsArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
-    own_series::check(&MUTANTS, &source, &[])?;
-    let choice = Choice {
+    // No kernel is named: the series is what is chosen.
+    let kernels = choice::choose(&source, &[], None, Sides::OwnSeries(&MUTANTS))?;
+    let selection = Selection {
         patch: args.patch.as_deref(),
         filter: &args.filter,
         sample: args.sample,
         sample_file: args.sample_file.as_deref(),
     };
-    let chosen = select::choose(&source, &choice)?;
+    let chosen = select::mutants(&source, kernels.series, &selection)?;
     if args.list {
         list(&chosen.mutants, &chosen.equivalent);
         return Ok(ExitCode::SUCCESS);

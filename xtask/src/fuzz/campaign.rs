@@ -12,7 +12,7 @@ use guest_common::protocol::Program;
 
 use super::records::{self, Divergence, KernelFuzz};
 use super::{client, tools, Plan, REPLAY_PATH};
-use crate::kernel::choice::{self, Sides};
+use crate::kernel::choice::Chosen;
 use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
 use crate::vm::guest_image;
@@ -51,6 +51,7 @@ pub struct FuzzOptions {
 
 pub fn fuzz_kernels(
     source: &SourceConfig,
+    chosen: &Chosen,
     mut boot: BootConfig,
     options: FuzzOptions,
 ) -> Result<Fuzzed> {
@@ -67,9 +68,8 @@ pub fn fuzz_kernels(
     }
     // First, so that the developer's own --append overrides it.
     boot.machine.append.insert(0, PROC_MEM_FORCE.to_string());
-    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
     let Prepared { targets, session } =
-        session::prepare(source, &chosen, &boot, "fuzz", SessionOptions::default())?;
+        session::prepare(source, chosen, &boot, "fuzz", SessionOptions::default())?;
     let client =
         kernel::with_pristine(source, |pristine, dir| build_client(source, pristine, dir))?;
     let mut extra_files = guest_image::file_entries(

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use guest_common::protocol::PLAN_KERNELS;
 
 use super::claim::Claims;
+use super::own_series::{self, Suite};
 use super::series::Series;
 use super::{expand_word, known_words, Flavor, SourceConfig};
 
@@ -29,9 +30,13 @@ pub enum Sides {
     /// source's base eager without one), and a claim that holds no kernel
     /// of the run is refused.
     Plan,
-    /// The other suites: a built kernel plays itself, a bzImage by path
+    /// run and kselftest: a built kernel plays itself, a bzImage by path
     /// its claim (mainline without one).
     Own,
+    /// bench, fuzz and mutants: as `Own`, of this series' own kernels
+    /// only; another series, another word or an unclaimed bzImage is
+    /// refused in the suite's words (`own_series`).
+    OwnSeries(&'static Suite),
 }
 
 /// The kernels of a run, in the order their words named them, and the
@@ -71,6 +76,14 @@ pub fn choose(
 ) -> Result<Chosen> {
     let series = source.series()?;
     let claims = Claims::parse(claim)?;
+    if let Sides::OwnSeries(suite) = sides {
+        // A file a claim holds to a variant is left to the path check.
+        let taken = |w: &&String| {
+            !(suite.claimed_images && claim.is_some() && expand_word(w, &series).is_none())
+        };
+        let own: Vec<String> = words.iter().filter(taken).cloned().collect();
+        own_series::check(suite, source, &series, &own)?;
+    }
     let branch = source.git.is_some();
     let mut kernels: Vec<ChosenKernel> = Vec::new();
     // Every name a KERNEL=SIDE may give, and the kernels the plan does
@@ -101,7 +114,7 @@ pub fn choose(
             }
             let plays = match sides {
                 Sides::Plan => held_to(word, &flavor, (&claims, branch))?,
-                Sides::Own => flavor.clone(),
+                Sides::Own | Sides::OwnSeries(_) => flavor.clone(),
             };
             let made = Made::Built(flavor);
             if !kernels.iter().any(|k| k.made == made) {

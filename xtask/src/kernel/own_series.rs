@@ -13,20 +13,30 @@ use super::series::Series;
 use super::{names_several, SourceConfig};
 
 /// A suite of this series' own, as its refusal names it.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Suite {
     /// What it tests: "bench measures this series' array-map mmap".
     pub tests: &'static str,
     /// What to use for another patch: "use `cargo xtask run ...` ...".
     pub instead: &'static str,
+    /// Whether it takes a bzImage by path whose `--claim` names the
+    /// variant it is held to (fuzz: a mutant's kernel, to replay its
+    /// reproducer); without a claim a file is refused, a model must be
+    /// chosen, not defaulted.
+    pub claimed_images: bool,
 }
 
 /// Refuses `source`'s series unless it is this one's (its variants'
 /// names are the plan's), and a `--kernel` word in `words` that is not
 /// base, a variant of this series, `all` or `both`.
-pub fn check(suite: &Suite, source: &SourceConfig, words: &[String]) -> Result<()> {
-    let series = source.series()?;
+pub fn check(
+    suite: &Suite,
+    source: &SourceConfig,
+    series: &Series,
+    words: &[String],
+) -> Result<()> {
     let own = own_variants().join(", ");
-    let other = other_series(source, &series)
+    let other = other_series(source, series)
         .map(|what| format!("{what}, not this series' variants ({own})"));
     let word = words.iter().find(|w| !own_word(w));
     // all and both take the source's base, which only a Debian source's
@@ -92,7 +102,13 @@ mod tests {
     const BENCH: Suite = Suite {
         tests: "bench measures this series' array-map mmap",
         instead: "use run --expect",
+        claimed_images: false,
     };
+
+    /// `check` of `words`, with the source's series loaded.
+    fn checked(suite: &Suite, source: &SourceConfig, words: &[String]) -> Result<()> {
+        check(suite, source, &source.series()?, words)
+    }
 
     /// A source of the series in `patches`, a branch's with `git`.
     fn source(patches: &Path, git: bool) -> SourceConfig {
@@ -125,8 +141,8 @@ mod tests {
         let all = words(&[
             "eager", "mainline", "direct", "prefault", "adaptive", "all", "both",
         ]);
-        assert!(check(&BENCH, &source(&own, false), &all).is_ok());
-        let err = check(
+        assert!(checked(&BENCH, &source(&own, false), &all).is_ok());
+        let err = checked(
             &BENCH,
             &source(&own, false),
             &words(&["eager", "lazy-flag"]),
@@ -136,19 +152,19 @@ mod tests {
             "bench measures this series' array-map mmap: --kernel lazy-flag is not one of \
              eager, mainline, direct, prefault, adaptive, all or both; use run --expect"
         );
-        let err = check(&BENCH, &source(&own, false), &words(&["/tmp/bzImage"]));
+        let err = checked(&BENCH, &source(&own, false), &words(&["/tmp/bzImage"]));
         assert!(err.is_err(), "a bzImage is no kernel of the series");
         // A tree of the developer's has no eager: all would take its base.
         let mut tree = source(&own, false);
         tree.kernel_src = Some(PathBuf::from("/src/linux"));
-        let err = check(&BENCH, &tree, &words(&["all"]))
+        let err = checked(&BENCH, &tree, &words(&["all"]))
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("--kernel all takes the tree's own base"),
             "{err}"
         );
-        assert!(check(&BENCH, &tree, &words(&["direct", "adaptive"])).is_ok());
+        assert!(checked(&BENCH, &tree, &words(&["direct", "adaptive"])).is_ok());
     }
 
     #[test]
@@ -170,8 +186,8 @@ mod tests {
             "[direct]\n1.patch\n[prefault]\n2.patch\n",
         )
         .unwrap();
-        assert!(check(&BENCH, &source(&dir, false), &words(&["all"])).is_ok());
-        let branch = check(&BENCH, &source(&dir, true), &words(&["all"])).unwrap_err();
+        assert!(checked(&BENCH, &source(&dir, false), &words(&["all"])).is_ok());
+        let branch = checked(&BENCH, &source(&dir, true), &words(&["all"])).unwrap_err();
         assert_eq!(
             branch.to_string(),
             "bench measures this series' array-map mmap: --base makes your branch the series \
@@ -179,7 +195,7 @@ mod tests {
              use run --expect"
         );
         fs::write(dir.join("series"), "1.patch\n[window]\n2.patch\n").unwrap();
-        let err = check(&BENCH, &source(&dir, false), &words(&["eager"])).unwrap_err();
+        let err = checked(&BENCH, &source(&dir, false), &words(&["eager"])).unwrap_err();
         let says = format!(
             "bench measures this series' array-map mmap: --patches {} builds patched, window, not this \
              series' variants (mainline, direct, prefault, adaptive); use run --expect",

@@ -95,13 +95,14 @@ pub fn run(
         },
     )?;
     let (run_dirs, left_out) = super::build_for(
-        source,
+        (source, &chosen.series),
         (boot.config, boot.bundle.as_deref(), options.llvm),
         &targets,
         (&runners, session.run_dir()),
     )?;
     super::check_default_set_built(&progs_plan, &left_out)?;
-    let lacking = lacking(options, source, &targets)?;
+    let series = &chosen.series;
+    let lacking = lacking(options, series, &targets)?;
     // Each runner's tests that must report: the default set's, or what
     // -t's names select (checked here, before a boot).
     let plans: Vec<Vec<String>> = runners
@@ -127,7 +128,7 @@ pub fn run(
     let held = Held {
         any: choice.default_set() || !choice.tests.is_empty(),
         named: !choice.tests.is_empty(),
-        new: new_tests(lacking, choice, source, &targets)?,
+        new: new_tests(lacking, choice, series, &targets)?,
     };
     Ok(Some(Ran {
         run_dir: session.run_dir().to_path_buf(),
@@ -143,7 +144,7 @@ pub fn run(
 fn new_tests(
     lacking: Option<Vec<bool>>,
     choice: &TestChoice,
-    source: &SourceConfig,
+    series: &Series,
     targets: &[Target],
 ) -> Result<Vec<NewTest>> {
     Ok(match (lacking, choice.default_set()) {
@@ -155,15 +156,14 @@ fn new_tests(
                 lacking: lacking.clone(),
             })
             .collect(),
-        (None, true) => new_in_the_default_set(source, targets)?,
+        (None, true) => new_in_the_default_set(series, targets)?,
         (None, false) => Vec::new(),
     })
 }
 
 /// The default set's tests that `kselftest/NEW_ON` says are new in a
 /// variant, each with the kernels of this run that lack it.
-fn new_in_the_default_set(source: &SourceConfig, targets: &[Target]) -> Result<Vec<NewTest>> {
-    let series = source.series()?;
+fn new_in_the_default_set(series: &Series, targets: &[Target]) -> Result<Vec<NewTest>> {
     lists::load_new_on()?
         .into_iter()
         .map(|(name, variant)| {
@@ -175,7 +175,7 @@ fn new_in_the_default_set(source: &SourceConfig, targets: &[Target]) -> Result<V
             };
             Ok(NewTest {
                 name,
-                lacking: lacking_before(&series, wanted, targets),
+                lacking: lacking_before(series, wanted, targets),
             })
         })
         .collect()
@@ -196,13 +196,12 @@ fn lacking_before(series: &Series, wanted: usize, targets: &[Target]) -> Vec<boo
 /// of the run's kernels.
 fn lacking(
     options: &SuiteOptions,
-    source: &SourceConfig,
+    series: &Series,
     targets: &[Target],
 ) -> Result<Option<Vec<bool>>> {
     let Some(new_on) = &options.new_on else {
         return Ok(None);
     };
-    let series = source.series()?;
     let patches = |name: &str| series.variant(name).map(|v| v.patches);
     let Some(wanted) =
         patches(new_on).filter(|_| targets.iter().any(|t| t.flavor.name() == new_on))
@@ -217,7 +216,7 @@ fn lacking(
                 .join(", ")
         );
     };
-    Ok(Some(lacking_before(&series, wanted, targets)))
+    Ok(Some(lacking_before(series, wanted, targets)))
 }
 
 /// Every runner on every kernel, `--vms` guests at once; each kernel's

@@ -163,7 +163,7 @@ fn work_name(config: KernelConfig, llvm: Llvm) -> String {
 /// test_progs in, made under `runs_in` (the run's own directory: two runs
 /// at once each boot their own, and neither removes the other's).
 pub fn build_for(
-    source: &SourceConfig,
+    (source, series): (&SourceConfig, &Series),
     (config, bundle, llvm): (KernelConfig, Option<&Path>, Llvm),
     targets: &[Target],
     (runners, runs_in): (&[Runner], &Path),
@@ -188,9 +188,8 @@ pub fn build_for(
     // or of one variant (`test_progs_flavor`), the same whichever kernels
     // run, so that switching kernels never rebuilds it. CO-RE adapts it to every kernel, and a debug run
     // reuses the plain build rather than make its own.
-    let series = source.series()?;
     let spec = KernelSpec {
-        flavor: test_progs_flavor(&series),
+        flavor: test_progs_flavor(series),
         config,
         debug: false,
         extra: Default::default(),
@@ -213,7 +212,7 @@ pub fn build_for(
     let mut names: Vec<&str> = targets.iter().map(|t| t.flavor.name()).collect();
     names.extend([btf_tree.as_str(), work_name.as_str()]);
     let _held = kernel::hold(source, &names)?;
-    say_which_tree(&series, &btf);
+    say_which_tree(series, &btf);
     if !seed::is_built(&work) {
         seed::from_other(source, (&work, &work_name), &btf.tree)?;
     }

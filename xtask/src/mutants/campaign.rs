@@ -20,7 +20,7 @@ use super::control::control;
 use super::judge::{self, judge_all, Judging};
 use super::outcome;
 use super::report::{self, Summary};
-use super::select::Chosen;
+use super::select::Selected;
 use super::JudgeOptions;
 use super::Mutant;
 use crate::kernel::SourceConfig;
@@ -42,7 +42,7 @@ impl Judged {
 /// Judges `chosen`'s mutants as `options` says, in a new run directory
 /// of the cache. The host tools to build and boot (and fuzz) must be
 /// there.
-pub fn run(source: &SourceConfig, chosen: &Chosen, options: &JudgeOptions) -> Result<Judged> {
+pub fn run(source: &SourceConfig, chosen: &Selected, options: &JudgeOptions) -> Result<Judged> {
     let run_dir = project::new_run_dir(&source.cache_dir, "mutants")?;
     // What besides the mutated series decides an outcome: a change to any
     // of it runs the mutant again.

@@ -12,6 +12,7 @@ use super::lists::Sample;
 use super::outcome::{self, Outcome};
 use super::{JudgeOptions, Mutant, MutantJudge};
 use crate::fuzz::campaign::{self, FuzzOptions, Verdict};
+use crate::kernel::choice::{self, Sides};
 use crate::kernel::manifest::KernelInfo;
 use crate::kernel::series::Series;
 use crate::kernel::{self, KernelConfig, SourceConfig};
@@ -135,7 +136,9 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         replay: None,
         vms: 1,
     };
-    let fuzzed = campaign::fuzz_kernels(source, boot, options)?;
+    // The mutant's bzImage, by path, playing the variant its claim names.
+    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
+    let fuzzed = campaign::fuzz_kernels(source, &chosen, boot, options)?;
     Ok(match &fuzzed.verdicts[0] {
         Verdict::Clean => Outcome::Survived,
         // A pass that tried nothing the mutant may have broken.

@@ -16,7 +16,7 @@ use crate::project;
 
 /// Which mutants: `--patch` (a number or a file name), `--filter` (parts
 /// of ids; none: all), `--sample` (CI's) or `--sample-file`.
-pub struct Choice<'a> {
+pub struct Selection<'a> {
     pub patch: Option<&'a str>,
     pub filter: &'a [String],
     pub sample: bool,
@@ -25,7 +25,7 @@ pub struct Choice<'a> {
 
 /// The series, its patches' texts, and the mutants chosen of it, with
 /// the equivalent ones (id to why) and the sample they came from.
-pub struct Chosen {
+pub struct Selected {
     pub series: Series,
     pub texts: Vec<String>,
     pub mutants: Vec<Mutant>,
@@ -33,9 +33,8 @@ pub struct Chosen {
     pub sample: Option<Sample>,
 }
 
-/// The mutants `choice` takes of `source`'s series.
-pub fn choose(source: &SourceConfig, choice: &Choice) -> Result<Chosen> {
-    let series = source.series()?;
+/// The mutants `choice` takes of `series`, `source`'s.
+pub fn mutants(source: &SourceConfig, series: Series, choice: &Selection) -> Result<Selected> {
     let texts = super::read_patches(&series)?;
     let all = super::of_series(&series, &texts);
     let own = own_series(&source.patches);
@@ -56,7 +55,7 @@ pub fn choose(source: &SourceConfig, choice: &Choice) -> Result<Chosen> {
         ),
     };
     let mutants = select(&all, choice, &series, sample.as_ref())?;
-    Ok(Chosen {
+    Ok(Selected {
         series,
         texts,
         mutants,
@@ -78,7 +77,7 @@ fn own_series(patches: &Path) -> bool {
 /// The mutants asked for: `--sample` (its entries), `--patch`, `--filter`.
 fn select(
     all: &[Mutant],
-    choice: &Choice,
+    choice: &Selection,
     series: &Series,
     sample: Option<&Sample>,
 ) -> Result<Vec<Mutant>> {
