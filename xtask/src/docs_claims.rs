@@ -498,3 +498,36 @@ fn the_readme_is_short_and_names_the_quick_loop() {
         );
     }
 }
+
+/// MEASUREMENTS.md holds the current figure per topic and the commit that
+/// measured it, history being git's: every row of its tables names a
+/// commit, and the file stays a page per topic, not a log.
+#[test]
+fn measurements_are_current_figures_each_with_its_commit() {
+    let text = std::fs::read_to_string(project::root().join("docs/MEASUREMENTS.md")).unwrap();
+    assert!(
+        text.len() <= 20_000,
+        "docs/MEASUREMENTS.md is {} bytes, over 20000: replace superseded rows, history is git's",
+        text.len()
+    );
+    let commit = Regex::new(r"\b[0-9a-f]{7,12}\b").unwrap();
+    let mut problems = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let row = line.starts_with("| ") && !line.starts_with("| what ");
+        let last = line.trim_end_matches('|').rsplit('|').next().unwrap_or("");
+        if row && !commit.is_match(last) {
+            problems.push(format!(
+                "docs/MEASUREMENTS.md:{}: a row without its commit",
+                n + 1
+            ));
+        }
+        if line.len() > 400 {
+            problems.push(format!(
+                "docs/MEASUREMENTS.md:{}: a row of {} characters, over 400",
+                n + 1,
+                line.len()
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
