@@ -131,7 +131,7 @@ fn every_mutant_id_cited_is_one_the_series_has() {
 /// The plan's test functions, and the console check the host adds.
 fn plan_tests() -> Vec<&'static str> {
     let mut names: Vec<&str> = selftests::tests::ALL.iter().map(|t| t.name).collect();
-    names.push(crate::vm::judge::CONSOLE_CHECK);
+    names.push(crate::vm::assess::CONSOLE_CHECK);
     names
 }
 

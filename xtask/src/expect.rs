@@ -85,7 +85,7 @@ pub struct Row {
 
 /// Each kernel's run, held to its expectation (pass when none is given);
 /// `allow_splat`: a splat does not stop a pass.
-pub fn judge(
+pub fn held_rows(
     ran: Vec<KernelCommand>,
     expectations: &[(String, Expect)],
     allow_splat: bool,
@@ -253,7 +253,7 @@ mod tests {
     /// Whether each run meets `expect`.
     fn verdicts(runs: Vec<KernelCommand>, expect: Expect, allow_splat: bool) -> Vec<bool> {
         let e: Vec<(String, Expect)> = runs.iter().map(|r| (r.kernel.clone(), expect)).collect();
-        judge(runs, &e, allow_splat)
+        held_rows(runs, &e, allow_splat)
             .iter()
             .map(|r| r.as_expected)
             .collect()
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(pass, [false, false, false, false, false, true]);
         let allowed = verdicts(runs(), Expect::Pass, true);
         assert_eq!(allowed, [true, false, false, false, false, true]);
-        let rows = judge(vec![oom_killed("b")], &[("b".into(), Expect::Fail)], false);
+        let rows = held_rows(vec![oom_killed("b")], &[("b".into(), Expect::Fail)], false);
         assert!(
             table(&rows).contains("b                  fail     OOM-killed"),
             "{}",
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn a_kernel_passes_by_default_and_is_held_to_what_it_is_expected_to_do() {
-        let rows = judge(
+        let rows = held_rows(
             vec![
                 ran("base", Ok(1)),
                 ran("patched", Ok(0)),

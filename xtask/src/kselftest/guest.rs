@@ -15,7 +15,7 @@ use guest_common::request::HostCommand;
 use super::runner::Runner;
 use super::{maps_verifier_output, parse};
 use crate::report::protocol::{Status, TestResult};
-use crate::vm::judge;
+use crate::vm::assess;
 use crate::vm::process::{VmEnd, VmOutcome};
 use crate::vm::relay::LinePrefixed;
 use crate::vm::session::{BootSpec, GuestRun, Session};
@@ -249,7 +249,7 @@ pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelRe
         all.summary_seen = parsed.summary.is_some();
         let last = parse::last_number(&stdout).max(resume.done.unwrap_or(0));
         all.results.extend(parsed.results);
-        let mut console = judge::console_check(&ran.outcome, &all.results);
+        let mut console = assess::console_check(&ran.outcome, &all.results);
         symbolize::onto_console_check(&mut console, &ran.outcome, target.vmlinux());
         consoles.push(console);
         if ran.vm_failure.is_none() {

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::kernel_judge as judge;
 use super::lists::Sample;
+use super::on_kernel;
 use super::outcome::Outcome;
 use super::Mutant;
 use super::{JudgeOptions, MutantJudge};
@@ -33,8 +33,8 @@ pub fn control(
         .iter()
         .map(|m| {
             Ok((
-                judge::claim_for(series, m.patch)?,
-                judge::first_tests(options, sample, m),
+                on_kernel::claim_for(series, m.patch)?,
+                on_kernel::first_tests(options, sample, m),
             ))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -80,7 +80,7 @@ pub struct Controls {
 /// The kernel of `claim`'s control: its mutants' path with no patch
 /// replaced.
 fn control_series(series: &Series, claim: &str) -> Result<Series> {
-    judge::judged_series(series, claim, None)
+    on_kernel::judged_series(series, claim, None)
 }
 
 /// The control of one claim: `tests` (all without any) on its unmutated
@@ -91,12 +91,12 @@ pub(super) fn control_one(
     (claim, tests): (&str, &[String]),
 ) -> Result<()> {
     let keep = run_dir.join(format!("control-{claim}.bzImage"));
-    let built = judge::build_judged(options, source, control_series(series, claim)?, &keep)?
+    let built = on_kernel::build_judged(options, source, control_series(series, claim)?, &keep)?
         .with_context(|| {
             format!("the control failed: the unmutated {claim} kernel, built as its mutants are, did not build")
         })?;
     let t = Instant::now();
-    let judged = judge::judge_kernel(options, source, &built.bzimage, (claim, tests));
+    let judged = on_kernel::judge_kernel(options, source, &built.bzimage, (claim, tests));
     fs::remove_file(&keep).with_context(|| format!("removing {}", keep.display()))?;
     let o = judged?;
     if o != Outcome::Survived {
@@ -162,7 +162,7 @@ mod tests {
             "cargo xtask fuzz --kernel adaptive --debug --seed 7 --seconds 30"
         );
     }
-    use crate::mutants::kernel_judge::{claim_for, judged_series, MUTANT_VARIANT};
+    use crate::mutants::on_kernel::{claim_for, judged_series, MUTANT_VARIANT};
 
     /// Each claim's control is the kernel its mutants are built as, with
     /// the unmutated patch in place: the claimed variant's whole series,

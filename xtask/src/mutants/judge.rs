@@ -14,9 +14,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::control::{self, Controls};
-use super::kernel_judge::{build_judged, claim_for, first_tests, judge_kernel, judged_series};
 use super::ledger::{self, Ledger};
 use super::lists::Sample;
+use super::on_kernel::{build_judged, claim_for, first_tests, judge_kernel, judged_series};
 use super::outcome::Outcome;
 use super::Mutant;
 use super::{JudgeOptions, MutantJudge};
@@ -278,7 +278,7 @@ mod tests {
     fn a_mutants_key_covers_its_variants_whole_series_and_its_build_path() {
         let series = crate::kernel::project_series().unwrap();
         let texts = read_patches(&series).unwrap();
-        let at = |n: &str| super::super::kernel_judge::tests::patch_index(&series, n);
+        let at = |n: &str| super::super::on_kernel::tests::patch_index(&series, n);
         let (p2, p3) = (at("0002-"), at("0003-"));
         let decides = ledger::Decides::default();
         let key = |texts: &[String], index: usize| {

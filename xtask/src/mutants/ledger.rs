@@ -90,9 +90,9 @@ pub struct Decides {
     /// The guest's side: its tests, its image, the kernels' configuration
     /// (a `tests_digest`).
     pub tests: String,
-    /// The host's judge: `plan/`, `vm/judge.rs`, `vm/console.rs` and
+    /// The host's judge: `plan/`, `vm/assess.rs`, `vm/console.rs` and
     /// `vm/process.rs` (splats and panics), `report/protocol.rs`,
-    /// `mutants/outcome.rs` and `mutants/kernel_judge.rs` (a
+    /// `mutants/outcome.rs` and `mutants/on_kernel.rs` (a
     /// `tests_digest`).
     pub host_judge: String,
     /// The kernel source and its version (`kernel::source_identity`).
@@ -140,12 +140,12 @@ pub fn key(patches: &[&[u8]], decides: &Decides) -> String {
 /// The files of the host's judge, from the project's root.
 pub const HOST_JUDGE: &[&str] = &[
     "xtask/src/plan",
-    "xtask/src/vm/judge.rs",
+    "xtask/src/vm/assess.rs",
     "xtask/src/vm/console.rs",
     "xtask/src/vm/process.rs",
     "xtask/src/report/protocol.rs",
     "xtask/src/mutants/outcome.rs",
-    "xtask/src/mutants/kernel_judge.rs",
+    "xtask/src/mutants/on_kernel.rs",
 ];
 
 /// One hash over every file under `dirs` (build outputs aside), or that

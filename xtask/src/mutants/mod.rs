@@ -6,15 +6,15 @@
 //! `units` cuts a patch's added code into statements, `operators` mutates
 //! them, `lists` reads the equivalent mutants and CI's sample, `select`
 //! chooses a run's mutants, `judge` (after `control`) runs each, on a
-//! kernel as `kernel_judge` says, `outcome` judges its run, `ledger`
+//! kernel as `on_kernel` says, `outcome` judges its run, `ledger`
 //! keeps outcomes, `report` tallies, and `campaign` is the whole run.
 
 pub mod campaign;
 mod control;
 mod judge;
-pub mod kernel_judge;
 pub mod ledger;
 pub mod lists;
+pub mod on_kernel;
 pub mod operators;
 pub mod outcome;
 mod report;

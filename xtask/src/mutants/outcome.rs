@@ -10,7 +10,7 @@ use super::lists::{is_plan_test, Sample};
 use super::Mutant;
 use crate::plan::VmFailure;
 use crate::report::protocol::{Status, TestResult};
-use crate::vm::judge::KernelSign;
+use crate::vm::assess::KernelSign;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
@@ -98,7 +98,7 @@ impl Outcome {
 /// or splat of the kernel's; a VM that failed without either was failed
 /// by the host (QEMU killed, a results stall, a share's daemon gone), or
 /// ran no test, and says nothing of the mutant: an error, never a kill.
-pub fn judge(results: &[TestResult], failure: Option<&VmFailure>) -> Outcome {
+pub fn of_results(results: &[TestResult], failure: Option<&VmFailure>) -> Outcome {
     if let Some(r) = results.iter().find(|r| r.status == Status::Fail) {
         return Outcome::Killed {
             by: format!("{}: {}", r.name, on_one_line(r)),
@@ -266,26 +266,26 @@ pub(crate) mod tests {
         let fail = result("t02", Status::Fail);
         let crash = result("t03", Status::Crashed);
         assert_eq!(
-            judge(&[pass.clone(), fail], None),
+            of_results(&[pass.clone(), fail], None),
             Outcome::Killed {
                 by: "t02: why | more".into()
             }
         );
         let panicked = failure(KernelSign::Panicked, "the kernel panicked: x");
         assert_eq!(
-            judge(&[pass.clone(), crash], Some(&panicked)),
+            of_results(&[pass.clone(), crash], Some(&panicked)),
             Outcome::Crashed {
                 detail: "t03: why | more".into()
             }
         );
         let lockup = failure(KernelSign::Splat("soft lockup".into()), "hung\nx");
         assert_eq!(
-            judge(std::slice::from_ref(&pass), Some(&lockup)),
+            of_results(std::slice::from_ref(&pass), Some(&lockup)),
             Outcome::Crashed {
                 detail: "hung".into()
             }
         );
-        assert_eq!(judge(&[pass], None), Outcome::Survived);
+        assert_eq!(of_results(&[pass], None), Outcome::Survived);
     }
 
     /// QEMU killed, a results stall: the running test is marked crashed,
@@ -299,7 +299,7 @@ pub(crate) mod tests {
             KernelSign::Nothing,
             "the guest hung: no results line for 120s",
         );
-        let o = judge(&[pass, crash], Some(&stall));
+        let o = of_results(&[pass, crash], Some(&stall));
         assert!(
             matches!(&o, Outcome::Error { why } if why.ends_with("no results line for 120s")),
             "{o:?}"
@@ -313,14 +313,17 @@ pub(crate) mod tests {
     fn a_run_without_results_is_what_it_is() {
         let panicked = failure(KernelSign::Panicked, "the kernel panicked: VFS");
         assert_eq!(
-            judge(&[], Some(&panicked)),
+            of_results(&[], Some(&panicked)),
             Outcome::Crashed {
                 detail: "the kernel panicked: VFS".into()
             }
         );
         let none = failure(KernelSign::Nothing, "no test ran: none matches the filters");
-        assert!(matches!(judge(&[], Some(&none)), Outcome::Error { .. }));
-        assert!(matches!(judge(&[], None), Outcome::Error { .. }));
+        assert!(matches!(
+            of_results(&[], Some(&none)),
+            Outcome::Error { .. }
+        ));
+        assert!(matches!(of_results(&[], None), Outcome::Error { .. }));
     }
 
     pub(crate) fn mutant(id: &str, patch: &str) -> Mutant {

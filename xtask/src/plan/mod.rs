@@ -20,7 +20,7 @@ use crate::kernel::choice::{self, Chosen, Sides};
 use crate::kernel::SourceConfig;
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
-use crate::vm::judge::{kernel_sign, KernelSign};
+use crate::vm::assess::{kernel_sign, KernelSign};
 use crate::vm::process::VmOutcome;
 use crate::vm::qemu::GuestCommand;
 use crate::vm::session::{self, Prepared, Session, SessionOptions, DEBUG_SLOWDOWN};

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use crate::report::protocol::{Status, TestResult};
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
-use crate::vm::judge;
+use crate::vm::assess;
 use crate::vm::process::VmOutcome;
 use crate::vm::session::{GuestRun, Session};
 use crate::vm::symbolize;
@@ -29,7 +29,7 @@ pub(super) fn not_booted(
     let results = plan
         .iter()
         .map(String::as_str)
-        .chain([judge::CONSOLE_CHECK])
+        .chain([assess::CONSOLE_CHECK])
         .map(|name| TestResult::new(name, Status::NotRun, 0, why.clone()))
         .collect();
     let kr = KernelRun {
@@ -53,7 +53,7 @@ pub(super) fn kernel_run(
 ) -> Result<KernelRun> {
     let mut results = run.report.results.clone();
     skips::enforce(&mut results, allowed_skips);
-    let mut console = judge::console_check(&run.outcome, &results);
+    let mut console = assess::console_check(&run.outcome, &results);
     symbolize::onto_console_check(&mut console, &run.outcome, target.vmlinux());
     results.push(console);
     let kr = KernelRun {

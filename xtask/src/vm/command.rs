@@ -4,7 +4,7 @@
 //! stdout and stderr streamed back; its exit status (128+N for a
 //! signal), a kernel splat turning a 0 into 1 unless allowed. On several
 //! kernels each run keeps the command's own status, its splats and the
-//! OOM killer's kills apart, for `expect` to judge.
+//! OOM killer's kills apart, for `expect` to hold to its expectation.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,5 @@
 //! A run's session: its directory, the guest image, the accelerator, and
-//! each guest booted, QEMU watched and its outcome handed to `judge`.
+//! each guest booted, QEMU watched and its outcome handed to `assess`.
 //! Shared by the suites (`plan`, `kselftest::campaign`, `fuzz::campaign`,
 //! `bench`) and `vm::command`.
 
@@ -12,9 +12,9 @@ use guest_common::protocol::Program;
 use guest_common::request::{HostCommand, Request};
 
 use super::accel::AccelPicker;
+use super::assess::assess;
 use super::boot_log::{self, Missing};
 use super::guest_image;
-use super::judge::judge;
 use super::process::{self, Limits, VmEnd, VmOutcome};
 use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, Machine, TcgThreads, VmConfig};
 use super::relay::Relay;
@@ -225,7 +225,7 @@ impl Session {
             tell_after(target, &outcome, &console);
             let text = read_lossy(&results)?;
             let lacks = lacks.map(|m| m.line(&target.bzimage));
-            let judged = judge(
+            let assessed = assess(
                 &outcome,
                 text.as_deref(),
                 &limits,
@@ -234,9 +234,9 @@ impl Session {
             )?;
             return Ok(GuestRun {
                 accel,
-                report: judged.report,
+                report: assessed.report,
                 outcome,
-                vm_failure: judged.vm_failure,
+                vm_failure: assessed.vm_failure,
             });
         }
     }

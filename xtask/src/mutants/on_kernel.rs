@@ -1,8 +1,9 @@
-//! The judge on one kernel, mutated or not: the variant whose
-//! expectations a mutant is held to, the kernel it is judged on (that
-//! variant's whole series with the one patch mutated; its control's the
-//! same, unmutated, built the same way), what decides (the plan or the
-//! fuzzer) and how, and the plan tests its sample line names, run first.
+//! One kernel held to its variant, a mutant's or its control's: the
+//! variant whose expectations a mutant is held to, the kernel it is
+//! judged on (that variant's whole series with the one patch mutated;
+//! its control's the same, unmutated, built the same way), what decides
+//! (the plan or the fuzzer) and how, and the plan tests its sample line
+//! names, run first.
 
 use std::path::Path;
 
@@ -103,7 +104,7 @@ pub(super) fn judge_kernel(
     };
     let plan = Plan::new(source, &boot, &plan_options)?.run()?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
-    Ok(outcome::judge(&results, plan.vm_failures.first()))
+    Ok(outcome::of_results(&results, plan.vm_failures.first()))
 }
 
 /// One lean (or debug) kernel by path, held to `claim`.
@@ -150,7 +151,7 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         },
         // The mutant's kernel panicked before the fuzzer reported: as
         // the plan counts it; anything else is the host's.
-        Verdict::Infra(why) if crate::vm::judge::is_panic(why) => Outcome::Crashed {
+        Verdict::Infra(why) if crate::vm::assess::is_panic(why) => Outcome::Crashed {
             detail: why.clone(),
         },
         Verdict::Infra(why) => Outcome::Error {

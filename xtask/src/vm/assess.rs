@@ -1,4 +1,4 @@
-//! Judging one guest run, pure: whether the VM did its job (a panic, a
+//! Assessing one guest run, pure: whether the VM did its job (a panic, a
 //! timeout, a missing verdict or a program that could not run say it did
 //! not, and what arrived is kept), what its kernel said of itself (a
 //! panic, a splat: a failure with neither is the host's), and the
@@ -10,10 +10,10 @@ use guest_common::protocol::Program;
 use super::process::{Limits, VmEnd, VmOutcome};
 use crate::report::protocol::{self, Death, GuestReport, Outcome, Status, TestResult, Verdict};
 
-/// A judged guest run: its report, and why the VM failed its job if it
+/// An assessed guest run: its report, and why the VM failed its job if it
 /// did (the report then holds what could be kept).
 #[derive(Debug)]
-pub struct Judged {
+pub struct Assessed {
     pub report: GuestReport,
     pub vm_failure: Option<String>,
 }
@@ -117,16 +117,16 @@ fn failure_of(
 /// a test run with no plan keeps no result, any other run is an error. The
 /// failure leads with `lacks`, the option the boot log says the kernel
 /// lacks (`boot_log`), if any; a run that did its job never mentions it.
-pub fn judge(
+pub fn assess(
     outcome: &VmOutcome,
     results: Option<&str>,
     limits: &Limits,
     program: Program,
     lacks: Option<&str>,
-) -> Result<Judged> {
+) -> Result<Assessed> {
     let failure = match failure_of(outcome, results, limits, program) {
         Ok(report) => {
-            return Ok(Judged {
+            return Ok(Assessed {
                 report,
                 vm_failure: None,
             })
@@ -159,7 +159,7 @@ pub fn judge(
     // A host command has no plan to salvage: the caller gets the outcome
     // (its output files, the console) with the failure.
     if program == Program::Command {
-        return Ok(Judged {
+        return Ok(Assessed {
             report: GuestReport {
                 results: Vec::new(),
                 verdict: Verdict::error(failure),
@@ -174,7 +174,7 @@ pub fn judge(
     };
     // The fuzzer's progress so far says which operations killed it.
     if program == Program::Fuzz {
-        return Ok(Judged {
+        return Ok(Assessed {
             report: GuestReport {
                 results: Vec::new(),
                 verdict: Verdict::error(failure),
@@ -192,7 +192,7 @@ pub fn judge(
         None if program == Program::Selftests => Vec::new(),
         None => bail!("{explained}"),
     };
-    Ok(Judged {
+    Ok(Assessed {
         report: GuestReport {
             results: kept,
             verdict: Verdict::error(failure),
@@ -273,19 +273,19 @@ mod tests {
     }
 
     fn failed(o: &VmOutcome, text: Option<&str>, lacks: Option<&str>) -> String {
-        let j = judge(o, text, &lim(), Program::Selftests, lacks).unwrap();
+        let j = assess(o, text, &lim(), Program::Selftests, lacks).unwrap();
         assert!(j.report.results.is_empty(), "{:?}", j.report.results);
         j.vm_failure.expect("a VM failure")
     }
 
-    fn statuses(j: &Judged) -> Vec<Status> {
+    fn statuses(j: &Assessed) -> Vec<Status> {
         j.report.results.iter().map(|r| r.status).collect()
     }
 
     #[test]
-    fn a_clean_run_is_judged_complete() {
+    fn a_clean_run_is_assessed_complete() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
-        let j = judge(&o, Some(OK), &lim(), Program::Selftests, None).unwrap();
+        let j = assess(&o, Some(OK), &lim(), Program::Selftests, None).unwrap();
         assert_eq!(j.report.results.len(), 1);
         assert!(j.vm_failure.is_none());
         assert_eq!(console_check(&o, &j.report.results).status, Status::Pass);
@@ -299,7 +299,7 @@ mod tests {
             "[    1.900000] BUG: unable to handle page fault".into(),
             "[    1.900001] Call Trace:".into(),
         ];
-        let j = judge(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
+        let j = assess(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
         let why = j.vm_failure.as_deref().unwrap();
         assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
         assert_eq!(
@@ -322,7 +322,7 @@ mod tests {
         assert!(err(&o, "").starts_with("the kernel panicked"));
         assert_eq!(kernel_sign(&o), KernelSign::Panicked);
         // A program without a plan (the benchmark) has nothing to keep.
-        let bench = judge(&o, Some(""), &lim(), Program::Bench, None).unwrap_err();
+        let bench = assess(&o, Some(""), &lim(), Program::Bench, None).unwrap_err();
         assert!(format!("{bench:#}").contains("panicked"));
     }
 
@@ -348,7 +348,7 @@ mod tests {
         ];
         o.splats_before_last_start = 1;
         o.panic = Some(o.splats[1].clone());
-        let j = judge(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
+        let j = assess(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
         let c = console_check(&o, &j.report.results);
         assert_eq!(c.status, Status::Fail, "the earlier WARNING still counts");
         assert!(
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_hang_mid_run_is_handled_like_a_crash() {
-        let j = judge(
+        let j = assess(
             &outcome(VmEnd::Timeout),
             Some(CUT),
             &lim(),
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn a_guest_that_stops_reporting_is_hung() {
-        let j = judge(
+        let j = assess(
             &outcome(VmEnd::Stalled),
             Some(CUT),
             &lim(),
@@ -403,7 +403,7 @@ mod tests {
         assert!(err(&outcome(VmEnd::BootTimeout), "").contains("did not reach /init"));
         let o = outcome(VmEnd::Exited { code: Some(0) });
         assert!(err(&o, "").contains("no verdict"));
-        let j = judge(
+        let j = assess(
             &o,
             Some("BPFLAB-PLAN 1 t01_a\n"),
             &lim(),
@@ -415,7 +415,7 @@ mod tests {
         assert_eq!(j.report.results[0].status, Status::NotRun);
         let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
         assert!(e.contains("could not run its program"), "{e}");
-        let malformed = judge(
+        let malformed = assess(
             &o,
             Some("BPFLAB-PLAN 1\nBPFLAB-RESULT t01 maybe 1\n"),
             &lim(),
@@ -442,7 +442,7 @@ mod tests {
             "{e}"
         );
         // Kept results carry it too, as the crashed test's cause.
-        let j = judge(&o, Some(CUT), &lim(), Program::Selftests, Some(LACKS)).unwrap();
+        let j = assess(&o, Some(CUT), &lim(), Program::Selftests, Some(LACKS)).unwrap();
         assert!(j.vm_failure.unwrap().starts_with(LACKS));
         assert!(j.report.results[1].message.starts_with(LACKS));
     }
@@ -453,7 +453,7 @@ mod tests {
     fn a_run_that_did_its_job_never_names_a_missing_option() {
         let o = outcome(VmEnd::Exited { code: Some(0) });
         let failed = "BPFLAB-PLAN 1\nBPFLAB-RESULT t01_a fail 3\nBPFLAB-VERDICT fail exit=1\n";
-        let j = judge(&o, Some(failed), &lim(), Program::Selftests, Some(LACKS)).unwrap();
+        let j = assess(&o, Some(failed), &lim(), Program::Selftests, Some(LACKS)).unwrap();
         assert!(j.vm_failure.is_none());
         assert_eq!(statuses(&j), [Status::Fail]);
         assert!(!format!("{:?}", j.report).contains("CONFIG_"));
