@@ -69,8 +69,8 @@ impl Cache {
     }
 
     /// The lock of the tree `name` of the source `key` if no run holds
-    /// it: for a seed, which does without rather than wait (two runs
-    /// seeding from each other's trees would wait forever).
+    /// it: for a first build from a copy, which does without rather than
+    /// wait (two runs copying from each other's trees would wait forever).
     pub fn try_lock_tree(&self, key: &str, name: &str) -> Result<Option<TreeLock>> {
         let path = tree_lock_path(&self.root, key, name);
         let dir = path.parent().expect("locks/<source>");

@@ -61,13 +61,13 @@ pub fn sync_for_builds_inside(
 }
 
 /// [`sync_for_builds_inside`] for a mirror just made as a copy of
-/// another source's (`kselftest/seed.rs`): its files are links to that
+/// another source's (`kselftest/first_build.rs`): its files are links to that
 /// source's tree or copies with that build's mtimes. One with the bytes
 /// of `src`'s and an mtime no older than it becomes a link to `src`'s
 /// (make sees nothing newer, and later syncs compare inodes, not the
 /// bytes of every file). Only here: a copy a sync made because its
 /// source changed must keep its new mtime until make has run.
-pub fn sync_after_seed(
+pub fn sync_after_copy(
     src: &Path,
     dst: &Path,
     outputs: &dyn Fn(&Path) -> bool,
@@ -216,7 +216,7 @@ fn link_dir(
 enum FileState {
     /// The source's file (its inode, or a copy with its size and mtime).
     Same,
-    /// Right after a seed ([`sync_after_seed`]): a copy or another
+    /// Right after a copy ([`sync_after_copy`]): a copy or another
     /// tree's link with the source's bytes and an mtime no older than
     /// the source's.
     SameBytesNoNewer,

@@ -13,6 +13,7 @@ pub mod claim;
 pub mod debian;
 pub mod disk_usage;
 pub mod extra;
+pub mod first_build;
 pub mod git;
 pub mod hygiene;
 pub mod kbuild;
@@ -21,7 +22,6 @@ pub mod manifest;
 pub mod mirror;
 pub mod own_series;
 pub mod progress;
-pub mod seed;
 pub mod series;
 pub mod source;
 
@@ -311,8 +311,8 @@ pub fn hold(args: &SourceConfig, names: &[&str]) -> Result<Held> {
 /// The work directory `name` of another source in the cache that holds
 /// `done` (a path in it), the one whose `done` is newest, held; for a
 /// first build of `args`'s to start from a copy of it. None when there is
-/// none, or a run holds it: a seed does without rather than wait, so two
-/// runs seeding from each other's never wait for each other.
+/// none, or a run holds it: a first build does without rather than wait,
+/// so two runs copying from each other's never wait for each other.
 pub fn hold_other_work(
     args: &SourceConfig,
     name: &str,
@@ -383,12 +383,12 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let jobs = args.jobs;
     let mut kernels = Vec::new();
-    let mut before: Option<seed::Built> = None;
+    let mut before: Option<first_build::Built> = None;
     for spec in specs {
         // Only a branch's pristine tree is the cache's alone to realign
         // (a checkout's is the developer's, hard-linked).
         let other_base = match &source {
-            KernelSource::Git { .. } => seed::other_base(&cache, &key, spec, &pristine)?,
+            KernelSource::Git { .. } => first_build::other_base(&cache, &key, spec, &pristine)?,
             _ => None,
         };
         let tree = trees.prepare(&spec.flavor)?;
@@ -398,14 +398,14 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
             Flavor::Base(_) => None,
         };
         if let Some(other) = other_base {
-            seed::from_other_base(other, spec, &path);
+            first_build::from_other_base(other, spec, &path);
         }
         if let (Some(b), Some(v)) = (&before, variant) {
             let touched = series.upto(v).touched_files();
-            seed::from_earlier(b, (spec, v.patches), &path, &touched)?;
+            first_build::from_earlier(b, (spec, v.patches), &path, &touched)?;
         }
         kernels.push(build_one(spec, tree, &cache, jobs)?);
-        before = Some(seed::Built {
+        before = Some(first_build::Built {
             spec,
             tree: path,
             patches: variant.map_or(0, |v| v.patches),
@@ -726,7 +726,7 @@ fn patch_infos(series: &Series) -> Vec<PatchInfo> {
 fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> Result<KernelInfo> {
     let name = spec.name();
     let build_dir = tree.path.join(spec.build_dir_name());
-    let seeded = seed::from_plain(spec, &tree.path, &build_dir)?;
+    let copied = first_build::from_plain(spec, &tree.path, &build_dir)?;
     let (base, mut fragments) = kconfig::plan(&tree.path, spec.config, spec.debug)?;
     // The developer's, after ours: a later fragment wins.
     fragments.extend(
@@ -749,7 +749,7 @@ fn build_one(spec: &KernelSpec, tree: ReadyTree, cache: &Cache, jobs: usize) -> 
         Ok(b) => b,
         Err(e) => {
             // A fragment that does not configure leaves no copy behind.
-            if seeded {
+            if copied {
                 let _ = std::fs::remove_dir_all(&build_dir);
             }
             return Err(e);

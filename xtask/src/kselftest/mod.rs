@@ -5,12 +5,13 @@
 //! not held against the series. `campaign` runs the suite on a run's
 //! kernels (`selection` chooses the tests), `held` says what the tests
 //! held to pass broke, `verdict` concludes; `llvm`
-//! chooses the compiler that builds it, and `seed` starts a first build
+//! chooses the compiler that builds it, and `first_build` starts a first build
 //! for a new source from another's.
 
 pub mod build;
 pub mod campaign;
 pub mod compare;
+pub mod first_build;
 pub mod guest;
 pub mod held;
 pub mod lists;
@@ -18,7 +19,6 @@ pub mod llvm;
 pub mod maps_verifier_output;
 pub mod parse;
 pub mod runner;
-pub mod seed;
 pub mod selection;
 pub mod unbuildable;
 pub mod verdict;
@@ -213,8 +213,8 @@ pub fn build_for(
     names.extend([btf_tree.as_str(), work_name.as_str()]);
     let _held = kernel::hold(source, &names)?;
     say_which_tree(series, &btf);
-    if !seed::is_built(&work) {
-        seed::from_other(source, (&work, &work_name), &btf.tree)?;
+    if !first_build::is_built(&work) {
+        first_build::from_other(source, (&work, &work_name), &btf.tree)?;
     }
     let make = MakeOptions {
         jobs: source.jobs,
@@ -265,7 +265,7 @@ fn from_bundle(
 /// that leaves tools/ alone, a branch's with a new test among them: a
 /// first build for a new source starts from another's and rebuilds no
 /// BPF object (vmlinux.h is rewritten only when its text differs;
-/// `seed.rs`). Eager's BTF differed from a 7.3 branch's base, and its
+/// `first_build.rs`). Eager's BTF differed from a 7.3 branch's base, and its
 /// first kselftest rebuilt all 1932 objects (about 25 min in ci).
 fn test_progs_flavor(series: &Series) -> Flavor {
     let in_tools = |p: &Patch| p.files.iter().any(|f| f.starts_with("tools/"));

@@ -105,9 +105,9 @@ pub struct OtherBase {
 /// mtime, any other the time now) before base mirrors it, so that make
 /// rebuilds what the two bases differ in (through ccache, about 80 s
 /// here for a tree that differs in nothing, against seconds). Only while
-/// the source has no build at all (an earlier seed's objects would be
+/// the source has no build at all (an earlier copy's objects would be
 /// judged by another source's mtimes), and only from a tree no run
-/// holds: a seed does without rather than wait. A seed is a speed-up:
+/// holds: a copy does without rather than wait. A copy is a speed-up:
 /// one that fails is said, and the build starts from nothing.
 pub fn other_base(
     cache: &Cache,
@@ -154,7 +154,7 @@ pub fn other_base(
             Ok(Some(OtherBase { tree, _lock: lock }))
         }
         Err(e) => {
-            crate::status!("base", "no seed ({e:#}); building from nothing");
+            crate::status!("base", "no copy ({e:#}); building from nothing");
             Ok(None)
         }
     }
@@ -196,7 +196,7 @@ pub fn from_other_base(other: OtherBase, spec: &KernelSpec, tree: &Path) {
         &tree.join(&name),
         (&other.tree, tree),
     ) {
-        crate::status!("base", "no seed ({e:#}); building from nothing");
+        crate::status!("base", "no copy ({e:#}); building from nothing");
         let _ = fs::remove_dir_all(tree.join(&name).with_extension("copying"));
     }
 }
@@ -348,7 +348,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_source_with_any_build_is_not_seeded_again() {
+    fn a_source_with_any_build_is_not_copied_into_again() {
         let t = crate::util::tempdir();
         assert!(!has_a_build(&t.join("none")).unwrap());
         std::fs::create_dir_all(t.join("pristine/kernel")).unwrap();
@@ -424,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn a_seeded_variants_files_take_the_mtime_of_the_same_and_a_new_one_where_they_differ() {
+    fn a_copied_variants_files_take_the_mtime_of_the_same_and_a_new_one_where_they_differ() {
         let t = crate::util::tempdir();
         let (from, tree) = (t.join("patched"), t.join("direct"));
         let old = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);

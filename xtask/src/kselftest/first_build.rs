@@ -7,10 +7,10 @@
 //! its mtimes; the other source's own selftests files that this tree
 //! lacks (a test only its branch has) go, and the records of commands and
 //! dependencies are made to name the copy. The first sync
-//! (`mirror::sync_after_seed`) then links each file with the same bytes
+//! (`mirror::sync_after_copy`) then links each file with the same bytes
 //! to this tree's and makes each that differs a copy with a new mtime, so
 //! make rebuilds what depends on it and nothing else; vmlinux.h is
-//! rewritten by the Makefile only when its text differs. A seed is a
+//! rewritten by the Makefile only when its text differs. A copy is a
 //! speed-up: when it cannot be made, the build starts from nothing.
 
 use std::fs;
@@ -36,7 +36,7 @@ pub fn is_built(work: &Path) -> bool {
 /// Makes `work` (named `name`, of `source`, held by the caller, not
 /// built) a copy of the newest build of another source that no run
 /// holds, synced with `tree`, the tree test_progs is built from. Whether
-/// it did; a seed that fails is said and left, not an error.
+/// it did; a copy that fails is said and left, not an error.
 pub fn from_other(source: &SourceConfig, (work, name): (&Path, &str), tree: &Path) -> Result<bool> {
     let Some((from, _held)) = kernel::hold_other_work(source, name, &built_marker())? else {
         return Ok(false);
@@ -51,17 +51,17 @@ pub fn from_other(source: &SourceConfig, (work, name): (&Path, &str), tree: &Pat
     );
     let started = Instant::now();
     let copy = work.join(TREE);
-    match seed(&from, (&copy, tree), &other_tree) {
+    match copy_and_sync(&from, (&copy, tree), &other_tree) {
         Ok(()) => {
             crate::status!(
                 "kselftest",
-                "seeded in {:.0?}; what differs is rebuilt",
+                "copied in {:.0?}; what differs is rebuilt",
                 started.elapsed()
             );
             Ok(true)
         }
         Err(e) => {
-            crate::status!("kselftest", "no seed ({e:#}); building from nothing");
+            crate::status!("kselftest", "no copy ({e:#}); building from nothing");
             remove_if_there(&copy)?;
             Ok(false)
         }
@@ -77,7 +77,7 @@ fn mirrored_from(work: &Path) -> Option<PathBuf> {
 
 /// `copy`, made from `from`'s tree (a mirror of `other_tree`), then
 /// synced with `tree`.
-fn seed(from: &Path, (copy, tree): (&Path, &Path), other_tree: &Path) -> Result<()> {
+fn copy_and_sync(from: &Path, (copy, tree): (&Path, &Path), other_tree: &Path) -> Result<()> {
     copy_tree(&from.join(TREE), copy)?;
     drop_other_sources(other_tree, tree, copy, Path::new(SELFTESTS_DIR))?;
     // The test modules are kbuild's (M=), whose records name the other
@@ -94,8 +94,8 @@ fn seed(from: &Path, (copy, tree): (&Path, &Path), other_tree: &Path) -> Result<
         name.ends_with(".d") || name.ends_with(".cmd")
     };
     let old = from.join(TREE);
-    kernel::seed::rebase_paths(&copy.join(SELFTESTS_DIR), (&old, copy), &records)?;
-    mirror::sync_after_seed(tree, copy, &is_output)
+    kernel::first_build::rebase_paths(&copy.join(SELFTESTS_DIR), (&old, copy), &records)?;
+    mirror::sync_after_copy(tree, copy, &is_output)
         .with_context(|| format!("syncing {} with {}", copy.display(), tree.display()))?;
     Ok(())
 }
@@ -144,6 +144,7 @@ fn drop_outputs(tree: &Path, copy: &Path, rel: &Path) -> Result<()> {
 /// directory (make never writes there), a copy with mtimes inside it.
 /// Made beside `to` and renamed, so that a killed copy leaves no tree.
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    // Its name from before `first_build`: a killed copy's is still removed.
     let making = to.with_extension("seeding");
     for dir in [&making, to] {
         remove_if_there(dir)?;
@@ -184,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn a_seeded_tree_links_the_kernel_sources_and_copies_the_selftests() {
+    fn a_copied_tree_links_the_kernel_sources_and_copies_the_selftests() {
         let dir = crate::util::tempdir();
         let (from, to) = (dir.join("from"), dir.join("work/tree"));
         let source = from.join("kernel/bpf/arraymap.c");
@@ -211,7 +212,7 @@ mod tests {
     }
 
     #[test]
-    fn a_seed_keeps_no_test_of_the_other_branch_and_names_itself_in_its_records() {
+    fn a_copy_keeps_no_test_of_the_other_branch_and_names_itself_in_its_records() {
         let dir = crate::util::tempdir();
         let (other, ours) = (dir.join("other-src"), dir.join("our-src"));
         let (from, copy) = (dir.join("other-work"), dir.join("work/tree"));
@@ -234,7 +235,7 @@ mod tests {
             from.join(TREE).display()
         );
         write(&record, &dep);
-        seed(&from, (&copy, &ours), &other).unwrap();
+        copy_and_sync(&from, (&copy, &ours), &other).unwrap();
         assert!(!copy.join(&theirs).exists(), "the other branch's test went");
         assert!(
             !copy.join(&module_out).exists(),
