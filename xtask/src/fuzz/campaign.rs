@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::Program;
 
 use super::records::{self, Divergence, KernelFuzz};
-use super::{client, tools, Plan, REPLAY_PATH};
+use super::{client, tools, Plan, ReplayKernel, REPLAY_PATH};
 use crate::kernel::choice::Chosen;
 use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
@@ -184,7 +184,7 @@ pub enum Verdict {
 /// or, when none did, the last rounds as they ran (said in the verdict).
 fn race_verdict(
     run_dir: &Path,
-    (name, words): (&str, &str),
+    (name, kernel): (&str, &ReplayKernel),
     plan: &Plan,
     d: &Divergence,
 ) -> Result<Verdict> {
@@ -203,18 +203,24 @@ fn race_verdict(
         _ => return Ok(Verdict::Diverged(what, None)),
     };
     let path = super::reproducer_path(run_dir, name, plan.seed);
-    std::fs::write(&path, super::reproducer(words, plan.seed, &what, rounds))
+    std::fs::write(&path, super::reproducer(kernel, plan.seed, &what, rounds))
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(Verdict::Diverged(what, Some(path)))
 }
 
-/// The `--kernel` words that boot `t` again: its name for a kernel of the
-/// series, or for a bzImage given by path that path (not the run's copy
-/// of it) and the model it was held to (`--claim`).
-fn replay_words(t: &Target) -> String {
+/// What boots `t` again: its name for a kernel of the series, or for a
+/// bzImage given by path that path (not the run's copy of it) and the
+/// model it was held to (`--claim`).
+fn replay_kernel(t: &Target) -> ReplayKernel {
     match &t.provenance {
-        Provenance::Image(path) => format!("{} --claim {}", path.display(), t.plays.name()),
-        Provenance::Built { .. } | Provenance::Bundle => t.name.clone(),
+        Provenance::Image(path) => ReplayKernel {
+            word: path.display().to_string(),
+            claim: Some(t.plays.name().to_string()),
+        },
+        Provenance::Built { .. } | Provenance::Bundle => ReplayKernel {
+            word: t.name.clone(),
+            claim: None,
+        },
     }
 }
 
@@ -230,7 +236,7 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
         let path = super::reproducer_path(run_dir, &t.name, plan.seed);
         std::fs::write(
             &path,
-            super::reproducer(&replay_words(t), plan.seed, what, ops),
+            super::reproducer(&replay_kernel(t), plan.seed, what, ops),
         )
         .with_context(|| format!("writing {}", path.display()))?;
         Ok(Some(path))
@@ -241,7 +247,7 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
     };
     if let Some(d) = &r.fuzz.divergence {
         if d.signature == RACE_SIGNATURE {
-            return race_verdict(run_dir, (&t.name, &replay_words(t)), plan, d);
+            return race_verdict(run_dir, (&t.name, &replay_kernel(t)), plan, d);
         }
         let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
         let ops = d
@@ -360,7 +366,11 @@ mod tests {
     /// The file written, and the verdict's words.
     fn verdict(d: &Divergence, replay: bool) -> (Option<String>, String) {
         let dir = crate::util::tempdir();
-        match race_verdict(&dir, ("prefault", "prefault"), &plan(replay), d).unwrap() {
+        let prefault = ReplayKernel {
+            word: "prefault".into(),
+            claim: None,
+        };
+        match race_verdict(&dir, ("prefault", &prefault), &plan(replay), d).unwrap() {
             Verdict::Diverged(what, path) => {
                 (path.map(|p| std::fs::read_to_string(p).unwrap()), what)
             }
@@ -422,14 +432,18 @@ mod tests {
         };
         let given = Provenance::Image("./m.bzImage".into());
         let alone = target("m.bzImage", "./m.bzImage", "prefault", given.clone());
-        assert_eq!(replay_words(&alone), "./m.bzImage --claim prefault");
+        let by_path = ReplayKernel {
+            word: "./m.bzImage".into(),
+            claim: Some("prefault".into()),
+        };
+        assert_eq!(replay_kernel(&alone), by_path);
         let copied = target(
             "m.bzImage",
             "/tmp/runs/m.bzImage.bzImage",
             "prefault",
             given,
         );
-        assert_eq!(replay_words(&copied), "./m.bzImage --claim prefault");
+        assert_eq!(replay_kernel(&copied), by_path);
         let built = target(
             "prefault",
             "/tmp/runs/prefault.bzImage",
@@ -438,8 +452,14 @@ mod tests {
                 vmlinux: "/cache/prefault/vmlinux".into(),
             },
         );
-        assert_eq!(replay_words(&built), "prefault");
-        let text = super::super::reproducer(&replay_words(&copied), 7, "what", &[]);
+        assert_eq!(
+            replay_kernel(&built),
+            ReplayKernel {
+                word: "prefault".into(),
+                claim: None
+            }
+        );
+        let text = super::super::reproducer(&replay_kernel(&copied), 7, "what", &[]);
         assert!(
             text.starts_with("# bpflab fuzz reproducer: kernel ./m.bzImage, seed 7\n"),
             "{text}"

@@ -129,17 +129,38 @@ pub fn regenerate(seed: u64, count: usize, nodes: u32, client: bool, inject: boo
         .collect()
 }
 
-/// A reproducer file: what it reproduces, how to replay it (`kernel` as
-/// `--kernel` takes it: a bzImage's path with its `--claim`), then one
-/// operation a line.
-pub fn reproducer(kernel: &str, seed: u64, what: &str, ops: &[String]) -> String {
+/// The kernel a reproducer replays on, as `fuzz` takes it again: a
+/// kernel of the series by name, or a bzImage by path with the variant
+/// its claim held it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayKernel {
+    /// The `--kernel` word: a name or a path.
+    pub word: String,
+    /// The `--claim` a bzImage by path needs.
+    pub claim: Option<String>,
+}
+
+impl ReplayKernel {
+    /// Its flags on `fuzz`'s command line.
+    fn flags(&self) -> String {
+        match &self.claim {
+            Some(side) => format!("--kernel {} --claim {side}", self.word),
+            None => format!("--kernel {}", self.word),
+        }
+    }
+}
+
+/// A reproducer file: what it reproduces, how to replay it on `kernel`,
+/// then one operation a line.
+pub fn reproducer(kernel: &ReplayKernel, seed: u64, what: &str, ops: &[String]) -> String {
     let mut text = String::new();
-    let name = kernel.split(" --claim ").next().unwrap_or(kernel);
+    let name = &kernel.word;
     let _ = writeln!(text, "# bpflab fuzz reproducer: kernel {name}, seed {seed}");
     let _ = writeln!(text, "# {what}");
     let _ = writeln!(
         text,
-        "# replay: cargo xtask fuzz --kernel {kernel} --replay <this file>"
+        "# replay: cargo xtask fuzz {} --replay <this file>",
+        kernel.flags()
     );
     for op in ops {
         let _ = writeln!(text, "{op}");
@@ -241,7 +262,11 @@ mod tests {
         // A guest without the client or with one node drew others.
         assert_ne!(ops, regenerate(42, 300, 2, false, true));
         // Each line reads back as an operation the guest can replay.
-        let text = reproducer("patched", 42, "the kernel died", &ops);
+        let patched = ReplayKernel {
+            word: "patched".into(),
+            claim: None,
+        };
+        let text = reproducer(&patched, 42, "the kernel died", &ops);
         assert_eq!(map_fuzz::op::parse_ops(&text).unwrap().len(), 300);
         assert!(text.starts_with("# bpflab fuzz reproducer: kernel patched, seed 42\n"));
     }
