@@ -120,7 +120,7 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
                 format!("DIVERGED: {why}\n{:>38}reproducer: {}", "", p.display())
             }
             Verdict::Diverged(why, None) => format!("DIVERGED: {why}"),
-            Verdict::Infra(why) => format!("VM FAILED: {why}"),
+            Verdict::Infra { why, .. } => format!("VM FAILED: {why}"),
             Verdict::FuzzerFailed(why) => format!("FUZZER FAILED: {why}"),
         };
         println!("{:<18} {:>8} {:>8}  {result}", t.name, r.fuzz.ops, rate);
@@ -162,7 +162,7 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
             .any(|v| matches!(v, Verdict::Diverged(..) | Verdict::NotExercised(_)));
     let infra = verdicts
         .iter()
-        .any(|v| matches!(v, Verdict::Infra(_) | Verdict::FuzzerFailed(_)));
+        .any(|v| matches!(v, Verdict::Infra { .. } | Verdict::FuzzerFailed(_)));
     Ok(if diverged {
         ExitCode::from(EXIT_TESTS_FAILED)
     } else if infra {

@@ -173,8 +173,13 @@ pub enum Verdict {
     /// The kernel parted from the model (or died mid-run): why, and the
     /// reproducer written.
     Diverged(String, Option<PathBuf>),
-    /// The VM could not do its job (boot, setup).
-    Infra(String),
+    /// The VM could not do its job (boot, setup): why, and whether its
+    /// kernel panicked, which makes it the kernel's failure, not the
+    /// host's.
+    Infra {
+        why: String,
+        panicked: bool,
+    },
     /// The guest's fuzzer broke (an error of the harness, not a finding).
     FuzzerFailed(String),
 }
@@ -266,13 +271,19 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
         return Ok(match run {
             // The guest ran, and what it said cannot be read.
             Some(_) => Verdict::FuzzerFailed(why.clone()),
-            None => Verdict::Infra(why.clone()),
+            None => Verdict::Infra {
+                why: why.clone(),
+                panicked: false,
+            },
         });
     }
     let run = run.expect("no error: a run");
     if let Some(why) = &run.vm_failure {
         if run.report.fuzz.is_empty() {
-            return Ok(Verdict::Infra(why.clone()));
+            return Ok(Verdict::Infra {
+                why: why.clone(),
+                panicked: run.outcome.panic.is_some(),
+            });
         }
         // The kernel died mid-run: what the guest drew up to its next
         // progress report holds the operation that killed it.

@@ -140,7 +140,12 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
     // The mutant's bzImage, by path, playing the variant its claim names.
     let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
     let fuzzed = campaign::fuzz_kernels(source, &chosen, boot, options)?;
-    Ok(match &fuzzed.verdicts[0] {
+    Ok(fuzz_outcome(&fuzzed.verdicts[0]))
+}
+
+/// A mutant's outcome from the fuzzer's verdict on its kernel.
+fn fuzz_outcome(verdict: &Verdict) -> Outcome {
+    match verdict {
         Verdict::Clean => Outcome::Survived,
         // A pass that tried nothing the mutant may have broken.
         Verdict::NotExercised(what) => Outcome::Undecided {
@@ -151,10 +156,16 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         },
         // The mutant's kernel panicked before the fuzzer reported: as
         // the plan counts it; anything else is the host's.
-        Verdict::Infra(why) if crate::vm::assess::is_panic(why) => Outcome::Crashed {
+        Verdict::Infra {
+            why,
+            panicked: true,
+        } => Outcome::Crashed {
             detail: why.clone(),
         },
-        Verdict::Infra(why) => Outcome::Error {
+        Verdict::Infra {
+            why,
+            panicked: false,
+        } => Outcome::Error {
             why: format!(
                 "the fuzzer's VM could not run: {}",
                 why.lines().next().unwrap_or("")
@@ -164,7 +175,7 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         Verdict::FuzzerFailed(why) => Outcome::Undecided {
             why: format!("the fuzzer failed: {why}"),
         },
-    })
+    }
 }
 
 #[cfg(test)]
@@ -211,5 +222,20 @@ pub(super) mod tests {
         assert_eq!(built.patches[p3].sha256, series.patches[p3].sha256);
         assert_eq!(built.whole().name, MUTANT_VARIANT);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A fuzzer's VM whose kernel panicked is a crash, as the plan counts
+    /// it, by what the VM saw, not by how its failure reads; any other VM
+    /// failure is the host's.
+    #[test]
+    fn a_fuzzed_kernel_that_panicked_is_a_crash_whatever_the_words() {
+        let infra = |why: &str, panicked| Verdict::Infra {
+            why: why.into(),
+            panicked,
+        };
+        let crashed = fuzz_outcome(&infra("Kernel panic - not syncing", true));
+        assert!(matches!(crashed, Outcome::Crashed { .. }), "{crashed:?}");
+        let host = fuzz_outcome(&infra("the kernel panicked: read as text", false));
+        assert!(matches!(host, Outcome::Error { .. }), "{host:?}");
     }
 }

@@ -21,11 +21,6 @@ pub struct Assessed {
 /// How a VM failure that is a kernel panic begins.
 const PANICKED: &str = "the kernel panicked";
 
-/// Whether a VM failure's text is a kernel panic's.
-pub fn is_panic(why: &str) -> bool {
-    why.starts_with(PANICKED)
-}
-
 /// What a guest's kernel said of itself on its console: what tells a
 /// VM failure that is the kernel's from one that is the host's.
 #[derive(Debug, Clone, PartialEq, Eq)]
