@@ -295,14 +295,25 @@ pub fn t34_window_stops_short_of_mapped_pages(ctx: &Ctx) -> Result<(), Skip> {
         ("downwards to page 40", &[40, 50, 49, 47, 43]),
     ];
     for (what, order) in cases {
-        let m = pm.map_rw();
         let mut model = Filled::new(ctx.kernel, 0..PAGES);
-        warm_up_fault_counting();
-        let faults = faults_to_read(&m, order) as usize;
         model.touch(order);
+        // A stray fault of the test thread's own (ci's mutant control saw
+        // 6 where 5, once, on a kernel that passed before and after) must
+        // not decide: up to three tries, each through a fresh mapping of
+        // a file of its own (a fresh record), the first that takes the
+        // model's faults is the one checked.
+        let mut counts = Vec::new();
+        let m = loop {
+            let m = pm.map_rw();
+            warm_up_fault_counting();
+            counts.push(faults_to_read(&m, order) as usize);
+            if counts.last() == Some(&model.faults) || counts.len() == 3 {
+                break m;
+            }
+        };
         assert!(
-            faults == model.faults,
-            "{ctx}: {what}: reading {order:?} took {faults} minor faults, expected {}",
+            counts.last() == Some(&model.faults),
+            "{ctx}: {what}: reading {order:?} took {counts:?} minor faults in three tries, expected {}",
             model.faults
         );
         assert_present(
