@@ -11,7 +11,7 @@ use crate::bench::outcome::BenchOutcome;
 use crate::bench::run::Bench;
 use crate::cli::BenchArgs;
 use crate::hostdeps;
-use crate::kernel::choice::{self, Sides};
+use crate::kernel::choice::Sides;
 use crate::kernel::own_series::Suite;
 use crate::project::{self, EXIT_INFRA, EXIT_TESTS_FAILED};
 
@@ -29,12 +29,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let source = args.source.config()?;
     let boot = args.vm.boot();
-    let chosen = choice::choose(
-        &source,
-        &boot.kernels,
-        boot.claim.as_deref(),
-        Sides::OwnSeries(&BENCH),
-    )?;
+    let chosen = boot.choose(&source, Sides::OwnSeries(&BENCH))?;
     let options = BenchOptions {
         quick: args.quick,
         repeat,

@@ -18,7 +18,7 @@ use crate::fuzz::campaign::{self, FuzzOptions, Fuzzed, Verdict};
 use crate::fuzz::records::KernelFuzz;
 use crate::fuzz::{self, Plan};
 use crate::hostdeps;
-use crate::kernel::choice::{self, Sides};
+use crate::kernel::choice::Sides;
 use crate::kernel::own_series::Suite;
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 
@@ -32,12 +32,7 @@ const FUZZ: Suite = Suite {
 pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     let source = args.source.config()?;
     let boot = args.vm.boot();
-    let chosen = choice::choose(
-        &source,
-        &boot.kernels,
-        boot.claim.as_deref(),
-        Sides::OwnSeries(&FUZZ),
-    )?;
+    let chosen = boot.choose(&source, Sides::OwnSeries(&FUZZ))?;
     hostdeps::ensure_fuzzer(&source)?;
     let replay = args.replay.as_deref().map(read_replay).transpose()?;
     let plan = Plan {

@@ -20,7 +20,7 @@ const BASE_SIDE: &str = "eager";
 
 /// The side a bzImage given by path plays without a claim: a kernel of
 /// today, with the lazy mapping merged.
-pub const OWN_KERNEL_SIDE: &str = "mainline";
+const OWN_KERNEL_SIDE: &str = "mainline";
 
 /// How a suite holds its kernels to the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +50,6 @@ pub struct Chosen {
 /// One kernel of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChosenKernel {
-    /// The `--kernel` word that named it (`all` names several).
-    pub word: String,
     pub made: Made,
     /// The plan's kernel its guest is told it is (`bpflab.kernel`).
     pub plays: Flavor,
@@ -99,7 +97,6 @@ pub fn choose(
                 .into_owned();
             let side = claims.side_of(&[word, &file]).unwrap_or(OWN_KERNEL_SIDE);
             kernels.push(ChosenKernel {
-                word: word.clone(),
                 made: Made::Image(path.to_path_buf()),
                 plays: Flavor::from_name(side),
             });
@@ -118,11 +115,7 @@ pub fn choose(
             };
             let made = Made::Built(flavor);
             if !kernels.iter().any(|k| k.made == made) {
-                kernels.push(ChosenKernel {
-                    word: word.clone(),
-                    made,
-                    plays,
-                });
+                kernels.push(ChosenKernel { made, plays });
             }
         }
     }

@@ -16,7 +16,7 @@ use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
 use super::unbuildable::LeftOut;
 use super::{RunOptions, RunnerRun};
-use crate::kernel::choice::{self, Sides};
+use crate::kernel::choice::Sides;
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
@@ -83,7 +83,7 @@ pub fn run(
         boot.timeout = super::default_timeout(choice.all, boot.config)
             .map(|secs| secs * session::slowdown(boot.debug));
     }
-    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
+    let chosen = boot.choose(source, Sides::Own)?;
     let Prepared { targets, session } = session::prepare(
         source,
         &chosen,

@@ -13,7 +13,7 @@ use super::lists::Sample;
 use super::outcome::{self, Outcome};
 use super::{JudgeOptions, Mutant, MutantJudge};
 use crate::fuzz::campaign::{self, FuzzOptions, Verdict};
-use crate::kernel::choice::{self, Sides};
+use crate::kernel::choice::Sides;
 use crate::kernel::manifest::KernelInfo;
 use crate::kernel::series::Series;
 use crate::kernel::{self, KernelConfig, SourceConfig};
@@ -138,7 +138,7 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         vms: 1,
     };
     // The mutant's bzImage, by path, playing the variant its claim names.
-    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
+    let chosen = boot.choose(source, Sides::Own)?;
     let fuzzed = campaign::fuzz_kernels(source, &chosen, boot, options)?;
     Ok(fuzz_outcome(&fuzzed.verdicts[0]))
 }

@@ -16,7 +16,7 @@ use std::fs;
 use anyhow::Result;
 use guest_common::protocol::Program;
 
-use crate::kernel::choice::{self, Chosen, Sides};
+use crate::kernel::choice::{Chosen, Sides};
 use crate::kernel::SourceConfig;
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
@@ -82,7 +82,7 @@ impl<'a> Plan<'a> {
         options: &'a PlanOptions,
     ) -> Result<Plan<'a>> {
         selection::check_filters(&options.filters)?;
-        let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Plan)?;
+        let chosen = boot.choose(source, Sides::Plan)?;
         Ok(Plan {
             source,
             chosen,

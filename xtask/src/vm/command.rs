@@ -17,7 +17,7 @@ use super::share::{ShareChoice, Sharing};
 use super::symbolize;
 use super::targets::{BootConfig, Target};
 use super::terminal::{self, TerminalGuard};
-use crate::kernel::choice::{self, Sides};
+use crate::kernel::choice::Sides;
 use crate::kernel::SourceConfig;
 
 /// What runs in the guest, and how.
@@ -142,7 +142,7 @@ fn prepare(
         sharing: Sharing::Host(options.share),
         ..SessionOptions::default()
     };
-    let chosen = choice::choose(source, &boot.kernels, boot.claim.as_deref(), Sides::Own)?;
+    let chosen = boot.choose(source, Sides::Own)?;
     session::prepare(source, &chosen, boot, "run", session_options)
 }
 

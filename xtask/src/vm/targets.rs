@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::{Inject, Program};
 
 use super::qemu::{AccelChoice, GuestCommand};
-use crate::kernel::choice::{Chosen, ChosenKernel, Made};
+use crate::kernel::choice::{self, Chosen, Made, Sides};
 use crate::kernel::{self, ExtraConfig, Flavor, KernelConfig, KernelSpec, SourceConfig};
 
 /// How a run boots its kernels: which, debug or not, the accelerator,
@@ -38,6 +38,14 @@ pub struct BootConfig {
     pub bundle: Option<PathBuf>,
     /// CPUs, memory, kernel and QEMU arguments of every guest.
     pub machine: super::qemu::Machine,
+}
+
+impl BootConfig {
+    /// Its kernels (`--kernel`, `--claim`), chosen once for `source` by
+    /// the suite's rule.
+    pub fn choose(&self, source: &SourceConfig, sides: Sides) -> Result<Chosen> {
+        choice::choose(source, &self.kernels, self.claim.as_deref(), sides)
+    }
 }
 
 /// A kernel ready to boot.
@@ -115,7 +123,7 @@ pub fn targets(
     let mut out: Vec<(usize, Target)> = Vec::new();
     for (i, k) in chosen.kernels.iter().enumerate() {
         match &k.made {
-            Made::Image(path) => out.push((i, own_kernel(path, k, vm.debug))),
+            Made::Image(path) => out.push((i, own_kernel(path, &k.plays, vm.debug))),
             Made::Built(flavor) => {
                 let spec = KernelSpec {
                     flavor: flavor.clone(),
@@ -193,7 +201,7 @@ fn from_bundle(bundle: &Path, spec: KernelSpec, plays: Flavor) -> Result<Target>
 
 /// A bzImage of the user's own, given by path, playing what its claim
 /// chose.
-fn own_kernel(path: &Path, chosen: &ChosenKernel, debug: bool) -> Target {
+fn own_kernel(path: &Path, plays: &Flavor, debug: bool) -> Target {
     let name = path
         .file_name()
         .unwrap_or_default()
@@ -202,8 +210,8 @@ fn own_kernel(path: &Path, chosen: &ChosenKernel, debug: bool) -> Target {
     Target {
         name,
         bzimage: path.to_path_buf(),
-        flavor: chosen.plays.clone(),
-        plays: chosen.plays.clone(),
+        flavor: plays.clone(),
+        plays: plays.clone(),
         debug,
         provenance: Provenance::Image(path.to_path_buf()),
     }
