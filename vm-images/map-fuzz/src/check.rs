@@ -22,9 +22,10 @@ pub enum Scope {
     After { pages: Vec<Range>, layout: bool },
 }
 
-/// The first way the kernel differs from the model, on one line.
-pub fn state(model: &Model, exec: &Executor, kmsg: &mut Kmsg, scope: Scope) -> Result<(), String> {
-    let (pages, full) = match &scope {
+/// The first way the kernel's memory and maps differ from `model`'s, on
+/// one line (the kernel log, which reading consumes, is `log`'s).
+pub fn matches(model: &Model, exec: &Executor, scope: &Scope) -> Result<(), String> {
+    let (pages, full) = match scope {
         Scope::After { pages, layout: l } => {
             if *l {
                 layout(model, exec)?;
@@ -53,7 +54,7 @@ pub fn state(model: &Model, exec: &Executor, kmsg: &mut Kmsg, scope: Scope) -> R
             values(m, map, exec)?;
         }
     }
-    log(kmsg)
+    Ok(())
 }
 
 /// Every element of open map `m`, by BPF_MAP_LOOKUP_BATCH.

@@ -183,10 +183,16 @@ impl Draw {
     }
 }
 
-/// The model and the running kernel, driven one operation at a time and
-/// compared after each.
+/// The model and the running kernel, driven one operation at a time
+/// and compared after each.
 struct Lockstep {
     model: Model,
+    /// Other states the kernel may be in, alike in all it shows: a fired
+    /// failure's outcomes can leave the same pages present and different
+    /// records of the last window, which only a later fault tells apart.
+    /// Every step keeps those the kernel still agrees with, the first of
+    /// them as `model`, which the generator reads.
+    others: Vec<Model>,
     exec: Executor,
     kmsg: Kmsg,
 }
@@ -201,7 +207,12 @@ impl Lockstep {
         model.inject = settings.inject;
         let exec = Executor::new(settings.client.clone(), settings.inject)?;
         let kmsg = Kmsg::open_at_end()?;
-        Ok(Lockstep { model, exec, kmsg })
+        Ok(Lockstep {
+            model,
+            others: Vec::new(),
+            exec,
+            kmsg,
+        })
     }
 
     /// Applies `op` to the model and, unless the model skips it, does it
@@ -219,9 +230,15 @@ impl Lockstep {
         if want == Ret::Skipped {
             return None;
         }
+        let candidates: Vec<(Model, Ret)> = std::iter::once((self.model.clone(), want.clone()))
+            .chain(std::mem::take(&mut self.others).into_iter().map(|mut m| {
+                let want = m.apply(op);
+                (m, want)
+            }))
+            .collect();
         out.executed += 1;
         *out.counts.entry(name(op)).or_default() += 1;
-        let (done, want) = without_skipped(op, want);
+        let (done, _) = without_skipped(op, want);
         let got = match &dropped {
             Some((m, ranges)) => self.exec.drop_map(*m, ranges),
             None => self.exec.apply(&done),
@@ -229,9 +246,13 @@ impl Lockstep {
         self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
         digest.add_step(op, &got);
         let scope = scope_after(op, &self.model, out.executed);
-        compare(&want, &got)
-            .map(|what| ("returns".to_string(), what))
-            .or_else(|| self.state_differs(scope))
+        let (models, wants): (Vec<Model>, Vec<Ret>) = candidates
+            .into_iter()
+            .map(|(m, want)| (m, without_skipped(op, want).1))
+            .unzip();
+        self.keep_agreeing(models, &scope, |i| {
+            compare(&wants[i], &got).map(|what| ("returns".to_string(), what))
+        })
     }
 
     /// `fail_alloc`: `inner` done with an allocation failing after
@@ -246,11 +267,23 @@ impl Lockstep {
         out: &mut Outcome,
         digest: &mut Digest,
     ) -> Option<Difference> {
-        let before = self.model.clone();
-        let want = self.model.apply(op);
+        let mut after = self.model.clone();
+        let want = after.apply(op);
         if want == Ret::Skipped {
             return None;
         }
+        let befores: Vec<Model> = std::iter::once(self.model.clone())
+            .chain(std::mem::take(&mut self.others))
+            .collect();
+        let afters: Vec<Model> = befores
+            .iter()
+            .map(|b| {
+                let mut a = b.clone();
+                a.apply(op);
+                a
+            })
+            .collect();
+        self.model = after;
         out.executed += 1;
         *out.counts.entry(name(op)).or_default() += 1;
         let got = match self.exec.apply_injected(pass, inner) {
@@ -260,54 +293,123 @@ impl Lockstep {
         // What it returns unfired: the series' kernels, which fire at
         // different allocations, keep one digest.
         digest.add_step(op, &want);
-        if let Some(what) = wrong_fault_count(&before, inner, &got) {
+        if let Some(what) = wrong_fault_count(&befores[0], inner, &got) {
             return Some(("faults".into(), what));
         }
-        if !got.fired {
+        let candidates = if !got.fired {
             if let Some(what) = compare(&want, &got.ret) {
                 return Some(("returns".into(), what));
             }
+            afters
         } else {
             *out.counts.entry("fail_alloc fired".into()).or_default() += 1;
-            let mut failed = self.model.clone();
-            let exec = &self.exec;
-            let observed = |v: &VmaModel| present_map_pages(exec, v);
-            match failed.adopt_injected(&before, inner, &got.ret, observed) {
-                Err(d) => return Some(("fail_alloc".into(), disallowed(&got.ret, &d))),
-                Ok(false) => *out.counts.entry(FIRED_OUTSIDE.into()).or_default() += 1,
-                Ok(true) => {}
+            match self.fired(&befores, afters, inner, &got.ret, &want, out) {
+                Ok(candidates) => candidates,
+                Err(d) => return Some(d),
             }
-            if got.ret == Ret::Errno(libc::ENOMEM) && matches!(inner, Op::Mmap(_)) {
-                // Left unmapped: checked, then mapped again as the draw
-                // expects (the next operations were drawn from a model
-                // where it succeeded).
-                std::mem::swap(&mut self.model, &mut failed);
-                self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
-                let unmapped = check::Scope::After {
-                    pages: Vec::new(),
-                    layout: true,
-                };
-                if let Some(d) = self.state_differs(unmapped) {
-                    return Some(d);
+        };
+        self.exec
+            .retain_maps(|m| candidates[0].maps.contains_key(&m));
+        let scope = scope_after(op, &candidates[0], out.executed);
+        self.keep_agreeing(candidates, &scope, |_| None)
+    }
+
+    /// A fired failure of `inner` that returned `got`: the states each of
+    /// the candidates `befores` (with `afters`, each unfailed) may now be
+    /// in. An mmap() left unmapped is checked so and mapped again, as the
+    /// draw expects (the next operations were drawn from a model where it
+    /// succeeded), which `want` it must return.
+    fn fired(
+        &mut self,
+        befores: &[Model],
+        afters: Vec<Model>,
+        inner: &Op,
+        got: &Ret,
+        want: &Ret,
+        out: &mut Outcome,
+    ) -> Result<Vec<Model>, Difference> {
+        let exec = &self.exec;
+        let observed = |v: &VmaModel| present_map_pages(exec, v);
+        let mut adopted = Vec::new();
+        let mut refused = None;
+        for (before, after) in befores.iter().zip(afters) {
+            match after.adoptions(before, inner, got, observed) {
+                Ok(states) => adopted.push((after, states)),
+                Err(d) => {
+                    refused.get_or_insert(d);
                 }
-                self.model = failed;
-                let again = self.exec.apply(inner);
-                if let Some(what) = compare(&want, &again) {
-                    return Some(("returns".into(), format!("mapped again: {what}")));
-                }
-            } else {
-                self.model = failed;
             }
         }
-        self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
-        let scope = scope_after(op, &self.model, out.executed);
-        self.state_differs(scope)
+        let Some((_, first)) = adopted.first() else {
+            let d = refused.expect("a candidate refused");
+            return Err(("fail_alloc".into(), disallowed(got, &d)));
+        };
+        if !first[0].in_path {
+            *out.counts.entry(FIRED_OUTSIDE.into()).or_default() += 1;
+        }
+        if *got != Ret::Errno(libc::ENOMEM) || !matches!(inner, Op::Mmap(_)) {
+            let states = adopted.into_iter().flat_map(|(_, s)| s);
+            return Ok(states.map(|a| a.model).collect());
+        }
+        self.exec
+            .retain_maps(|m| first[0].model.maps.contains_key(&m));
+        let unmapped = check::Scope::After {
+            pages: Vec::new(),
+            layout: true,
+        };
+        if let Err(what) = check::matches(&first[0].model, &self.exec, &unmapped) {
+            return Err((category(&what), what));
+        }
+        let again = self.exec.apply(inner);
+        if let Some(what) = compare(want, &again) {
+            return Err(("returns".into(), format!("mapped again: {what}")));
+        }
+        Ok(adopted.into_iter().map(|(after, _)| after).collect())
+    }
+
+    /// Keeps of `candidates` (the model first) the states the kernel
+    /// agrees with over `scope`, `returns(i)` saying how the i-th one's
+    /// return differs; the first kept becomes the model. None kept: the
+    /// model's difference. Then the kernel log is read.
+    fn keep_agreeing(
+        &mut self,
+        candidates: Vec<Model>,
+        scope: &check::Scope,
+        returns: impl Fn(usize) -> Option<Difference>,
+    ) -> Option<Difference> {
+        let mut kept: Vec<Model> = Vec::new();
+        let mut first_difference = None;
+        for (i, m) in candidates.into_iter().enumerate() {
+            let differs = returns(i).or_else(|| {
+                check::matches(&m, &self.exec, scope)
+                    .err()
+                    .map(|what| (category(&what), what))
+            });
+            match differs {
+                Some(d) => {
+                    first_difference.get_or_insert(d);
+                }
+                None if !kept.contains(&m) => kept.push(m),
+                None => {}
+            }
+        }
+        if kept.is_empty() {
+            return first_difference;
+        }
+        self.model = kept.remove(0);
+        self.others = kept;
+        check::log(&mut self.kmsg)
+            .err()
+            .map(|what| (category(&what), what))
     }
 
     /// After the last of `ops`, everything is checked; a difference is
     /// laid at the last operation's door.
     fn final_check(&mut self, ops: &[Op]) -> Option<Divergence> {
-        let differs = self.state_differs(check::Scope::Full);
+        let candidates = std::iter::once(self.model.clone())
+            .chain(std::mem::take(&mut self.others))
+            .collect();
+        let differs = self.keep_agreeing(candidates, &check::Scope::Full, |_| None);
         let (op, (category, what)) = (ops.last()?, differs?);
         Some(Divergence {
             step: ops.len() - 1,
@@ -315,12 +417,6 @@ impl Lockstep {
             category,
             what,
         })
-    }
-
-    fn state_differs(&mut self, scope: check::Scope) -> Option<Difference> {
-        check::state(&self.model, &self.exec, &mut self.kmsg, scope)
-            .err()
-            .map(|what| (category(&what), what))
     }
 }
 

@@ -35,10 +35,11 @@
 //!   try with a smaller one.
 //!
 //! Every outcome carries the record the map file is left with, which the
-//! model takes with the presence (`adopt_injected`). The record cannot be
-//! seen: of outcomes that return alike and leave the same pages present
-//! (a populate over a whole small mapping ends with every page present
-//! whichever table failed), the first listed is taken, its record with it.
+//! model takes with the presence (`adoptions`). The record cannot be
+//! seen: outcomes that return alike and leave the same pages present (a
+//! populate over a whole small mapping ends with every page present
+//! whichever table failed) are all kept, and the fuzzer holds each as a
+//! state the kernel may be in until a later fault tells them apart.
 //!
 //! Whatever the operation, the failure may also fire outside its path, at
 //! an allocation its thread makes for something else, which the kernel
@@ -267,45 +268,65 @@ impl Model {
     }
 }
 
+/// A state the model may take after a fired failure: one outcome's.
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    pub model: Model,
+    /// Whether the failure was one in the operation's path (not one
+    /// outside it, absorbed).
+    pub in_path: bool,
+}
+
 impl Model {
-    /// After `op` with a failure that fired in it: takes as its state the
-    /// outcome that `got` and the presence `observed` (of a VMA the
+    /// After `op` with a failure that fired in it: the states of the
+    /// outcomes that `got` and the presence `observed` (of a VMA the
     /// model holds) match, `self` being the model as if nothing failed and
-    /// `before` the model before `op`, and says whether that outcome is
-    /// one of a failure in the operation's path; else how the kernel
-    /// differs. The record of the VMA's file is the outcome's (the first
-    /// that matches, when several do).
-    pub fn adopt_injected(
-        &mut self,
+    /// `before` the model before `op`; else how the kernel differs. Each
+    /// carries its outcome's record of the VMA's file: outcomes alike in
+    /// all the kernel shows can differ in it, and only a later fault
+    /// tells them apart, so every one that matches is kept, in order.
+    pub fn adoptions(
+        &self,
         before: &Model,
         op: &Op,
         got: &Ret,
         observed: impl Fn(&VmaModel) -> BTreeSet<usize>,
-    ) -> Result<bool, Disallowed> {
+    ) -> Result<Vec<Adopted>, Disallowed> {
         let range = injected_range(op);
         let seen = self.layout.at(range.at).map(|v| (v.start, observed(v)));
         let outcomes = before.injected_outcomes(op);
+        let mut adopted: Vec<Adopted> = Vec::new();
         for o in outcomes.iter().filter(|o| o.ret == *got) {
-            match (&o.present, &seen) {
+            let model = match (&o.present, &seen) {
                 (None, _) => {
-                    *self = before.clone();
-                    self.unmap(range);
-                    return Ok(o.failed != OUTSIDE);
+                    let mut m = before.clone();
+                    m.unmap(range);
+                    m
                 }
                 (Some(want), Some((start, seen))) if want == seen => {
-                    let v = self.layout.get_mut(*start).expect("held");
+                    let mut m = self.clone();
+                    let v = m.layout.get_mut(*start).expect("held");
                     v.present = seen.clone();
                     let (map, file) = (v.map, v.file);
-                    self.maps.get_mut(&map).expect("mapped").records[file] = o.record;
-                    return Ok(o.failed != OUTSIDE);
+                    m.maps.get_mut(&map).expect("mapped").records[file] = o.record;
+                    m
                 }
-                _ => {}
+                _ => continue,
+            };
+            if !adopted.iter().any(|a| a.model == model) {
+                adopted.push(Adopted {
+                    model,
+                    in_path: o.failed != OUTSIDE,
+                });
             }
         }
-        Err(Disallowed {
-            seen: seen.map(|(_, p)| p),
-            allowed: outcomes,
-        })
+        match adopted.is_empty() {
+            true => Err(Disallowed {
+                seen: seen.map(|(_, p)| p),
+                allowed: outcomes,
+            }),
+            false => Ok(adopted),
+        }
     }
 }
 
@@ -535,9 +556,18 @@ mod tests {
         let mut unfailed = m.clone();
         unfailed.apply(op);
         let seen = o.present.clone().unwrap();
-        let path = unfailed.adopt_injected(m, op, &o.ret, |_| seen.clone());
-        assert_eq!(path, Ok(o.failed != OUTSIDE));
-        unfailed
+        let all = unfailed
+            .adoptions(m, op, &o.ret, |_| seen.clone())
+            .expect("an allowed outcome is adopted");
+        let at = injected_range(op).at;
+        let ours =
+            |a: &&Adopted| a.model.layout.at(at).and_then(|v| a.model.record_of(v)) == o.record;
+        let a = all
+            .iter()
+            .find(ours)
+            .expect("the outcome's record among them");
+        assert_eq!(a.in_path, o.failed != OUTSIDE);
+        a.model.clone()
     }
 
     /// A mapping of map pages 0..128 across the region boundary at arena
@@ -778,6 +808,45 @@ mod tests {
             [Vec::<usize>::new()]
         );
         assert_eq!(first[0].ret, Ret::Errno(libc::ENOMEM));
+    }
+
+    #[test]
+    fn outcomes_alike_but_for_their_record_are_all_kept() {
+        // ci's fuzz at b7f71fe: a MAP_POPULATE of map pages 1..3 right
+        // above a record of page 0, its pages 2 and 3 past a region
+        // boundary. With the fill's table failed at page 2, page 2's own
+        // fault then grows a window to 3 (record 2..4); with a failure
+        // outside the path, page 1's window takes 2 and page 3 faults
+        // alone (record 3..4). Both leave 1..3 present.
+        let m = after(
+            Kernel::Prefault,
+            "create m6 value=4096 entries=4\nmmap @161+4 m6 pgoff=0 rw\n\
+             mmap @1534+1 m6 pgoff=0 r\ntouch @1534.193=r\n",
+        );
+        let op: Op = "mmap @1535+3 m6 pgoff=1 r populate".parse().unwrap();
+        let mut unfailed = m.clone();
+        unfailed.apply(&op);
+        let seen: BTreeSet<usize> = (1..4).collect();
+        let states = unfailed
+            .adoptions(&m, &op, &Ret::Ok, |_| seen.clone())
+            .expect("allowed");
+        let records: Vec<_> = states.iter().map(|a| a.model.maps[&6].records[0]).collect();
+        assert!(
+            records.contains(&record(2, 2)) && records.contains(&record(3, 1)),
+            "{records:?}"
+        );
+        // A read of map page 2 through the first mapping tells them apart
+        // (the kernel showed page 2 alone).
+        let read: Op = "touch @163.178=r".parse().unwrap();
+        let present: BTreeSet<Vec<usize>> = states
+            .iter()
+            .map(|a| {
+                let mut m = a.model.clone();
+                m.apply(&read);
+                m.layout.at(161).unwrap().present.iter().copied().collect()
+            })
+            .collect();
+        assert_eq!(present, [vec![2], vec![1, 2]].into());
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub enum Ret {
 }
 
 /// The model's state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Model {
     pub kernel: Kernel,
     /// NUMA nodes online in the guest.
