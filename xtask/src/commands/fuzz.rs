@@ -115,7 +115,7 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
                 format!("DIVERGED: {why}\n{:>38}reproducer: {}", "", p.display())
             }
             Verdict::Diverged(why, None) => format!("DIVERGED: {why}"),
-            Verdict::Infra { why, .. } => format!("VM FAILED: {why}"),
+            Verdict::Infra(failed) => format!("VM FAILED: {failed}"),
             Verdict::FuzzerFailed(why) => format!("FUZZER FAILED: {why}"),
         };
         println!("{:<18} {:>8} {:>8}  {result}", t.name, r.fuzz.ops, rate);

@@ -57,7 +57,8 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
     );
     println!("{}", verdict.counts.closing_line());
     if !ran.infra.is_empty() {
-        eprintln!("VM failure on: {}", ran.infra.join(", "));
+        let names: Vec<&str> = ran.infra.iter().map(|f| f.name.as_str()).collect();
+        eprintln!("VM failure on: {}", names.join(", "));
         return Ok(ExitCode::from(EXIT_INFRA));
     }
     Ok(if verdict.failed {

@@ -15,6 +15,7 @@ use super::{client, tools, Plan, ReplayKernel, REPLAY_PATH};
 use crate::kernel::choice::Chosen;
 use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
+use crate::vm::failed::VmFailed;
 use crate::vm::guest_image;
 use crate::vm::schedule;
 use crate::vm::session::{self, GuestRun, Prepared, Session, SessionOptions};
@@ -173,13 +174,9 @@ pub enum Verdict {
     /// The kernel parted from the model (or died mid-run): why, and the
     /// reproducer written.
     Diverged(String, Option<PathBuf>),
-    /// The VM could not do its job (boot, setup): why, and whether its
-    /// kernel panicked, which makes it the kernel's failure, not the
-    /// host's.
-    Infra {
-        why: String,
-        panicked: bool,
-    },
+    /// The VM could not do its job (boot, setup); a panic of its kernel
+    /// makes it the kernel's failure, not the host's.
+    Infra(VmFailed),
     /// The guest's fuzzer broke (an error of the harness, not a finding).
     FuzzerFailed(String),
 }
@@ -271,19 +268,13 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
         return Ok(match run {
             // The guest ran, and what it said cannot be read.
             Some(_) => Verdict::FuzzerFailed(why.clone()),
-            None => Verdict::Infra {
-                why: why.clone(),
-                panicked: false,
-            },
+            None => Verdict::Infra(VmFailed::of_host(why.clone())),
         });
     }
     let run = run.expect("no error: a run");
     if let Some(why) = &run.vm_failure {
         if run.report.fuzz.is_empty() {
-            return Ok(Verdict::Infra {
-                why: why.clone(),
-                panicked: run.outcome.panic.is_some(),
-            });
+            return Ok(Verdict::Infra(why.clone()));
         }
         // The kernel died mid-run: what the guest drew up to its next
         // progress report holds the operation that killed it.

@@ -20,6 +20,7 @@ use crate::kernel::choice::Sides;
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
+use crate::vm::failed::{FailedRun, VmFailed};
 use crate::vm::schedule;
 use crate::vm::session::{self, Prepared, Session, SessionOptions};
 use crate::vm::share::{ShareChoice, Sharing};
@@ -55,7 +56,7 @@ pub struct SuiteOptions {
 pub struct Ran {
     pub run_dir: PathBuf,
     pub runs: Vec<(KernelRun, bool)>,
-    pub infra: Vec<String>,
+    pub infra: Vec<FailedRun>,
     pub held: Held,
     pub left_out: LeftOut,
 }
@@ -268,26 +269,19 @@ fn run_all(
     let mut infra = Vec::new();
     // `jobs` go runner by runner, so each kernel's runs stay in order.
     for (&(k, r), outcome) in jobs.iter().zip(ran) {
-        let (name, runner) = (&targets[k].name, runners[r]);
-        match outcome {
+        let name = format!("{} {}", targets[k].name, runners[r].name());
+        let failed = match outcome {
             Ok(mut run) => {
-                if let Some(why) = &run.vm_failure {
-                    eprintln!(
-                        "== {name} {}: the VM could not do its job: {why}",
-                        runner.name()
-                    );
-                    infra.push(format!("{name} {}", runner.name()));
-                }
-                lists.not_counted(runner, &mut run.results);
+                let failed = run.vm_failure.clone();
+                lists.not_counted(runners[r], &mut run.results);
                 by_kernel[k].push(run);
+                failed
             }
-            Err(err) => {
-                eprintln!(
-                    "== {name} {}: the VM could not do its job: {err:#}",
-                    runner.name()
-                );
-                infra.push(format!("{name} {}", runner.name()));
-            }
+            Err(err) => Some(VmFailed::of_host(format!("{err:#}"))),
+        };
+        if let Some(failed) = failed {
+            eprintln!("== {name}: the VM could not do its job: {failed}");
+            infra.push(FailedRun { name, failed });
         }
     }
     let mut runs = Vec::new();
@@ -302,7 +296,7 @@ fn run_all(
 /// VM could not do its job.
 struct AllRuns {
     runs: Vec<(KernelRun, bool)>,
-    infra: Vec<String>,
+    infra: Vec<FailedRun>,
 }
 
 /// `--runner`; without it all five, or with `-t` the three test_progs

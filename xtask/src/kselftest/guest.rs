@@ -16,6 +16,7 @@ use super::runner::Runner;
 use super::{maps_verifier_output, parse};
 use crate::report::protocol::{Status, TestResult};
 use crate::vm::assess;
+use crate::vm::failed::VmFailed;
 use crate::vm::process::{VmEnd, VmOutcome};
 use crate::vm::relay::LinePrefixed;
 use crate::vm::session::{BootSpec, GuestRun, Session};
@@ -106,7 +107,7 @@ pub struct KernelResults {
     pub results: Vec<TestResult>,
     /// A VM failure that ended the run for good (a timeout, or one that
     /// cannot be resumed past).
-    pub vm_failure: Option<String>,
+    pub vm_failure: Option<VmFailed>,
     pub accel: String,
     pub seconds: f64,
     /// test_progs's stderr, last lines.
@@ -185,12 +186,13 @@ impl Resume<'_> {
         ran: &GuestRun,
         last: usize,
     ) -> bool {
-        let why = ran.vm_failure.as_deref().unwrap_or_default();
-        let cause = why.lines().next().unwrap_or_default();
+        let Some(failed) = &ran.vm_failure else {
+            return false;
+        };
+        let cause = failed.headline();
         let timed_out = matches!(ran.outcome.end, VmEnd::Timeout);
         // A guest that never booted stopped no test: that is the VM's.
-        let booted = ran.outcome.boot_secs.is_some();
-        if all.summary_seen || timed_out || !booted {
+        if all.summary_seen || timed_out || !failed.reached_init {
             return false;
         }
         if self.parallel.take().is_some() {
@@ -211,7 +213,7 @@ impl Resume<'_> {
         all.results.push(TestResult::with_lines(
             name,
             Status::Crashed,
-            crash_lines(cause, &ran.outcome),
+            crash_lines(&cause, &ran.outcome),
         ));
         self.done = Some(n);
         true

@@ -36,6 +36,7 @@ use crate::kernel::series::{Patch, Series, Variant};
 use crate::kernel::{self, Flavor, KernelConfig, KernelSpec, SourceConfig};
 use crate::report::protocol::{Status, TestResult};
 use crate::report::{self, Counts, KernelRun};
+use crate::vm::failed::VmFailed;
 use crate::vm::session::Session;
 use crate::vm::targets::Target;
 
@@ -313,7 +314,7 @@ pub struct RunnerRun {
     pub results: Vec<TestResult>,
     pub accel: String,
     pub seconds: f64,
-    pub vm_failure: Option<String>,
+    pub vm_failure: Option<VmFailed>,
 }
 
 /// How one runner runs: its stall limit, test_progs's `-j`, and the
@@ -368,7 +369,10 @@ fn runner_run(
         r.name = runner.result_name(&r.name);
     }
     if !ran.summary_seen {
-        let why = ran.vm_failure.as_deref().unwrap_or("the runner stopped");
+        let why = ran
+            .vm_failure
+            .as_ref()
+            .map_or("the runner stopped".to_string(), ToString::to_string);
         let message = format!("no summary line (exit status {status}): {why}");
         results.push(
             TestResult::new(runner.name(), Status::Crashed, 0, message)

@@ -156,20 +156,11 @@ fn fuzz_outcome(verdict: &Verdict) -> Outcome {
         },
         // The mutant's kernel panicked before the fuzzer reported: as
         // the plan counts it; anything else is the host's.
-        Verdict::Infra {
-            why,
-            panicked: true,
-        } => Outcome::Crashed {
-            detail: why.clone(),
+        Verdict::Infra(failed) if failed.panicked() => Outcome::Crashed {
+            detail: failed.headline(),
         },
-        Verdict::Infra {
-            why,
-            panicked: false,
-        } => Outcome::Error {
-            why: format!(
-                "the fuzzer's VM could not run: {}",
-                why.lines().next().unwrap_or("")
-            ),
+        Verdict::Infra(failed) => Outcome::Error {
+            why: format!("the fuzzer's VM could not run: {}", failed.headline()),
         },
         // A fault of the fuzzer's is no finding about the mutant.
         Verdict::FuzzerFailed(why) => Outcome::Undecided {
@@ -181,6 +172,7 @@ fn fuzz_outcome(verdict: &Verdict) -> Outcome {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::vm::failed::{KernelSign, VmFailed};
 
     /// The index in `series` of the patch whose name starts with `prefix`.
     pub(in crate::mutants) fn patch_index(series: &Series, prefix: &str) -> usize {
@@ -229,13 +221,18 @@ pub(super) mod tests {
     /// failure is the host's.
     #[test]
     fn a_fuzzed_kernel_that_panicked_is_a_crash_whatever_the_words() {
-        let infra = |why: &str, panicked| Verdict::Infra {
-            why: why.into(),
-            panicked,
+        let infra = |cause: &str, sign| {
+            Verdict::Infra(VmFailed {
+                sign,
+                ..VmFailed::of_host(cause.into())
+            })
         };
-        let crashed = fuzz_outcome(&infra("Kernel panic - not syncing", true));
+        let crashed = fuzz_outcome(&infra("Kernel panic - not syncing", KernelSign::Panicked));
         assert!(matches!(crashed, Outcome::Crashed { .. }), "{crashed:?}");
-        let host = fuzz_outcome(&infra("the kernel panicked: read as text", false));
+        let host = fuzz_outcome(&infra(
+            "the kernel panicked: read as text",
+            KernelSign::Nothing,
+        ));
         assert!(matches!(host, Outcome::Error { .. }), "{host:?}");
     }
 }

@@ -10,7 +10,7 @@ use super::lists::{is_plan_test, Sample};
 use super::Mutant;
 use crate::plan::VmFailure;
 use crate::report::protocol::{Status, TestResult};
-use crate::vm::assess::KernelSign;
+use crate::vm::failed::KernelSign;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
@@ -112,11 +112,11 @@ pub fn of_results(results: &[TestResult], failure: Option<&VmFailure>) -> Outcom
             false => Outcome::Survived,
         };
     };
-    if failure.sign == KernelSign::Nothing {
+    if failure.why.sign() == KernelSign::Nothing {
         return Outcome::Error {
             why: format!(
                 "no panic or splat of the kernel's, so not the mutant's: {}",
-                first_line(&failure.why)
+                failure.why.headline()
             ),
         };
     }
@@ -124,13 +124,9 @@ pub fn of_results(results: &[TestResult], failure: Option<&VmFailure>) -> Outcom
     Outcome::Crashed {
         detail: match crashed {
             Some(r) => format!("{}: {}", r.name, on_one_line(r)),
-            None => first_line(&failure.why).to_string(),
+            None => failure.why.headline(),
         },
     }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
 }
 
 /// A result's message and detail on the one line the report gives a
@@ -247,16 +243,21 @@ pub(crate) mod tests {
     use super::*;
     use crate::mutants::lists::Sampled;
     use crate::mutants::operators::Op;
+    use crate::plan::NoVerdict;
+    use crate::vm::failed::VmFailed;
 
     fn result(name: &str, status: Status) -> TestResult {
         TestResult::new(name, status, 1, "why".into()).with_detail(["more".to_string()])
     }
 
-    fn failure(sign: KernelSign, why: &str) -> VmFailure {
+    fn failure(sign: KernelSign, cause: &str) -> VmFailure {
+        let failed = VmFailed {
+            sign,
+            ..VmFailed::of_host(cause.into())
+        };
         VmFailure {
             kernel: "mutant".into(),
-            why: why.into(),
-            sign,
+            why: NoVerdict::Vm(failed),
         }
     }
 
@@ -278,11 +279,11 @@ pub(crate) mod tests {
                 detail: "t03: why | more".into()
             }
         );
-        let lockup = failure(KernelSign::Splat("soft lockup".into()), "hung\nx");
+        let lockup = failure(KernelSign::Splat("soft lockup".into()), "hung");
         assert_eq!(
             of_results(std::slice::from_ref(&pass), Some(&lockup)),
             Outcome::Crashed {
-                detail: "hung".into()
+                detail: "the VM could not do its job: hung".into()
             }
         );
         assert_eq!(of_results(&[pass], None), Outcome::Survived);
@@ -315,10 +316,13 @@ pub(crate) mod tests {
         assert_eq!(
             of_results(&[], Some(&panicked)),
             Outcome::Crashed {
-                detail: "the kernel panicked: VFS".into()
+                detail: "the VM could not do its job: the kernel panicked: VFS".into()
             }
         );
-        let none = failure(KernelSign::Nothing, "no test ran: none matches the filters");
+        let none = VmFailure {
+            kernel: "mutant".into(),
+            why: NoVerdict::NoTest,
+        };
         assert!(matches!(
             of_results(&[], Some(&none)),
             Outcome::Error { .. }

@@ -20,8 +20,7 @@ use crate::kernel::choice::{Chosen, Sides};
 use crate::kernel::SourceConfig;
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
-use crate::vm::assess::{kernel_sign, KernelSign};
-use crate::vm::process::VmOutcome;
+use crate::vm::failed::{KernelSign, VmFailed};
 use crate::vm::qemu::GuestCommand;
 use crate::vm::session::{self, Prepared, Session, SessionOptions, DEBUG_SLOWDOWN};
 use crate::vm::share::Sharing;
@@ -53,14 +52,52 @@ pub struct PlanRun {
     pub vm_failures: Vec<VmFailure>,
 }
 
-/// A kernel whose VM could not do its job, or that ran no test: why,
-/// and what its kernel said of itself, which tells a kernel's failure
-/// from the host's (mutants).
+/// A kernel whose run gave no verdict on the plan, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmFailure {
     pub kernel: String,
-    pub why: String,
-    pub sign: KernelSign,
+    pub why: NoVerdict,
+}
+
+/// Why a kernel's run gave no verdict on the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoVerdict {
+    /// Its VM could not do its job.
+    Vm(VmFailed),
+    /// It did, and no test matches the filters.
+    NoTest,
+}
+
+impl NoVerdict {
+    /// What its kernel said of itself, which tells a kernel's failure
+    /// from the host's (mutants).
+    pub fn sign(&self) -> KernelSign {
+        match self {
+            NoVerdict::Vm(f) => f.sign.clone(),
+            NoVerdict::NoTest => KernelSign::Nothing,
+        }
+    }
+
+    /// Why, on one line.
+    pub fn headline(&self) -> String {
+        match self {
+            NoVerdict::Vm(f) => format!("the VM could not do its job: {}", f.headline()),
+            NoVerdict::NoTest => NO_TEST.to_string(),
+        }
+    }
+}
+
+const NO_TEST: &str =
+    "no test ran: none matches the filters (`cargo run -p selftests -- --list` lists them)";
+
+/// Why, with the VM's console lines.
+impl std::fmt::Display for NoVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoVerdict::Vm(failed) => write!(f, "the VM could not do its job: {failed}"),
+            NoVerdict::NoTest => f.write_str(NO_TEST),
+        }
+    }
 }
 
 /// A plan run, checked: the filters, the kernels' claims, the
@@ -135,24 +172,15 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
         let guest = selftests_guest(options, target, inject, budget);
         let run = session.run_guest(target, guest);
         let failure = match &run {
-            Ok(run) => {
-                let no_results = run.report.results.is_empty();
-                run_failure(
-                    &target.name,
-                    run.vm_failure.as_deref(),
-                    &run.outcome,
-                    no_results,
-                )
-            }
-            Err(err) => Some(VmFailure {
-                kernel: target.name.clone(),
-                why: format!("the VM could not do its job: {err:#}"),
-                sign: KernelSign::Nothing,
-            }),
+            Ok(run) => run_failure(run.vm_failure.as_ref(), run.report.results.is_empty()),
+            Err(err) => Some(NoVerdict::Vm(VmFailed::of_host(format!("{err:#}")))),
         };
-        if let Some(f) = failure {
-            eprintln!("== {}: {}", target.name, f.why);
-            vm_failures.push(f);
+        if let Some(why) = failure {
+            eprintln!("== {}: {why}", target.name);
+            vm_failures.push(VmFailure {
+                kernel: target.name.clone(),
+                why,
+            });
         }
         if let Ok(run) = run {
             // One with no result (it died before its plan, or no test
@@ -169,32 +197,15 @@ fn run_plan(plan: &Plan) -> Result<PlanRun> {
     })
 }
 
-/// What failed in one kernel's run, if anything: the VM's failure with
-/// what its kernel said of itself (`outcome`), or a run that did its job
-/// with no result (no test matches the filters), which is no kernel's.
-fn run_failure(
-    kernel: &str,
-    vm_failure: Option<&str>,
-    outcome: &VmOutcome,
-    no_results: bool,
-) -> Option<VmFailure> {
-    let (why, sign) = match vm_failure {
-        Some(why) => (
-            format!("the VM could not do its job: {why}"),
-            kernel_sign(outcome),
-        ),
-        None if no_results => (
-            "no test ran: none matches the filters (`cargo run -p selftests -- --list` lists them)"
-                .to_string(),
-            KernelSign::Nothing,
-        ),
-        None => return None,
-    };
-    Some(VmFailure {
-        kernel: kernel.to_string(),
-        why,
-        sign,
-    })
+/// Why one kernel's run gave no verdict, if it gave none: the VM's
+/// failure, or a run that did its job with no result (no test matches
+/// the filters), which is no kernel's.
+fn run_failure(vm_failure: Option<&VmFailed>, no_results: bool) -> Option<NoVerdict> {
+    match vm_failure {
+        Some(f) => Some(NoVerdict::Vm(f.clone())),
+        None if no_results => Some(NoVerdict::NoTest),
+        None => None,
+    }
 }
 
 /// The run's `junit.xml`, named after `suite`, in the run's directory;
@@ -229,7 +240,7 @@ fn selftests_guest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vm::process::VmEnd;
+    use crate::vm::process::{VmEnd, VmOutcome};
     use std::time::Duration;
 
     fn outcome(panic: Option<&str>) -> VmOutcome {
@@ -253,15 +264,17 @@ mod tests {
     fn a_run_without_results_keeps_its_own_failure() {
         let panicked = outcome(Some("Kernel panic - not syncing: VFS"));
         let why = "the kernel panicked: Kernel panic - not syncing: VFS";
-        let f = run_failure("mutant", Some(why), &panicked, true).unwrap();
-        assert_eq!(f.sign, KernelSign::Panicked);
-        assert!(f.why.ends_with(why), "{}", f.why);
+        let vm = VmFailed::of_run(&panicked, why.into(), None);
+        let f = run_failure(Some(&vm), true).unwrap();
+        assert_eq!(f.sign(), KernelSign::Panicked);
+        assert!(f.headline().ends_with(why), "{}", f.headline());
+        let none = run_failure(None, true).unwrap();
+        assert_eq!(none.sign(), KernelSign::Nothing);
+        assert!(none.headline().starts_with("no test ran"), "{none}");
+        assert_eq!(run_failure(None, false), None);
         let quiet = outcome(None);
-        let none = run_failure("mutant", None, &quiet, true).unwrap();
-        assert_eq!(none.sign, KernelSign::Nothing);
-        assert!(none.why.starts_with("no test ran"), "{}", none.why);
-        assert_eq!(run_failure("mutant", None, &quiet, false), None);
-        let hung = run_failure("mutant", Some("the guest hung"), &quiet, false).unwrap();
-        assert_eq!(hung.sign, KernelSign::Nothing);
+        let hung = VmFailed::of_run(&quiet, "the guest hung".into(), None);
+        let hung = run_failure(Some(&hung), false).unwrap();
+        assert_eq!(hung.sign(), KernelSign::Nothing);
     }
 }

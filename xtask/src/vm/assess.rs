@@ -7,6 +7,7 @@
 use anyhow::{bail, Result};
 use guest_common::protocol::Program;
 
+use super::failed::VmFailed;
 use super::process::{Limits, VmEnd, VmOutcome};
 use crate::report::protocol::{self, Death, GuestReport, Outcome, Status, TestResult, Verdict};
 
@@ -15,38 +16,14 @@ use crate::report::protocol::{self, Death, GuestReport, Outcome, Status, TestRes
 #[derive(Debug)]
 pub struct Assessed {
     pub report: GuestReport,
-    pub vm_failure: Option<String>,
-}
-
-/// How a VM failure that is a kernel panic begins.
-const PANICKED: &str = "the kernel panicked";
-
-/// What a guest's kernel said of itself on its console: what tells a
-/// VM failure that is the kernel's from one that is the host's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KernelSign {
-    Panicked,
-    /// A splat (a BUG, a WARNING, a lockup report): the first one.
-    Splat(String),
-    /// Neither: a VM that failed anyway was failed by the host (QEMU
-    /// killed, a results stall, a share's daemon gone).
-    Nothing,
-}
-
-/// What the kernel of the run `outcome` said of itself.
-pub fn kernel_sign(outcome: &VmOutcome) -> KernelSign {
-    match (&outcome.panic, outcome.splats.first()) {
-        (Some(_), _) => KernelSign::Panicked,
-        (None, Some(splat)) => KernelSign::Splat(splat.trim().to_string()),
-        (None, None) => KernelSign::Nothing,
-    }
+    pub vm_failure: Option<VmFailed>,
 }
 
 /// Why the VM did not finish by itself, in order of what explains the
 /// most: a panic, then a timeout.
 fn vm_death(outcome: &VmOutcome, limits: &Limits) -> Option<String> {
     if let Some(panic) = &outcome.panic {
-        return Some(format!("{PANICKED}: {}", panic.trim()));
+        return Some(format!("the kernel panicked: {}", panic.trim()));
     }
     match &outcome.end {
         VmEnd::BootTimeout => Some(format!(
@@ -128,16 +105,9 @@ pub fn assess(
         }
         Err(failure) => failure,
     };
-    let failure = match lacks {
-        Some(lacks) => format!("{lacks}; {failure}"),
-        None => failure,
-    };
+    let failed = VmFailed::of_run(outcome, failure, lacks);
+    let failure = failed.headline();
     let tail = &outcome.tail[outcome.tail.len().saturating_sub(12)..];
-    let explained = format!(
-        "{failure} (console: {})\nlast console lines:\n    {}",
-        outcome.console_log.display(),
-        tail.join("\n    ")
-    );
     // From the first splat of the running test on, or else the last lines.
     let death = match outcome.splat_in_test.split_first() {
         Some((first, after)) => Death {
@@ -161,11 +131,11 @@ pub fn assess(
                 bench: Vec::new(),
                 fuzz: Vec::new(),
             },
-            vm_failure: Some(explained),
+            vm_failure: Some(failed),
         });
     }
     let Ok(transcript) = protocol::read_transcript(results.unwrap_or_default()) else {
-        bail!("{explained}");
+        bail!("{failed}");
     };
     // The fuzzer's progress so far says which operations killed it.
     if program == Program::Fuzz {
@@ -176,7 +146,7 @@ pub fn assess(
                 bench: Vec::new(),
                 fuzz: transcript.fuzz,
             },
-            vm_failure: Some(explained),
+            vm_failure: Some(failed),
         });
     }
     // A test run that died before its plan keeps nothing but the
@@ -185,7 +155,7 @@ pub fn assess(
     let kept = match protocol::salvage(&transcript, &death) {
         Some(kept) => kept,
         None if program == Program::Selftests => Vec::new(),
-        None => bail!("{explained}"),
+        None => bail!("{failed}"),
     };
     Ok(Assessed {
         report: GuestReport {
@@ -194,7 +164,7 @@ pub fn assess(
             bench: transcript.bench,
             fuzz: transcript.fuzz,
         },
-        vm_failure: Some(explained),
+        vm_failure: Some(failed),
     })
 }
 
@@ -236,6 +206,7 @@ pub fn console_check(outcome: &VmOutcome, results: &[TestResult]) -> TestResult 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm::failed::{kernel_sign, KernelSign};
     use crate::vm::qemu::Accel;
     use crate::vm::session::limits;
     use std::time::Duration;
@@ -270,7 +241,7 @@ mod tests {
     fn failed(o: &VmOutcome, text: Option<&str>, lacks: Option<&str>) -> String {
         let j = assess(o, text, &lim(), Program::Selftests, lacks).unwrap();
         assert!(j.report.results.is_empty(), "{:?}", j.report.results);
-        j.vm_failure.expect("a VM failure")
+        j.vm_failure.expect("a VM failure").to_string()
     }
 
     fn statuses(j: &Assessed) -> Vec<Status> {
@@ -295,7 +266,9 @@ mod tests {
             "[    1.900001] Call Trace:".into(),
         ];
         let j = assess(&o, Some(CUT), &lim(), Program::Selftests, None).unwrap();
-        let why = j.vm_failure.as_deref().unwrap();
+        let failed = j.vm_failure.as_ref().unwrap();
+        assert!(failed.panicked() && failed.reached_init, "{failed:?}");
+        let why = failed.to_string();
         assert!(why.contains("panicked") && why.contains("sysrq"), "{why}");
         assert_eq!(
             statuses(&j),
@@ -367,7 +340,12 @@ mod tests {
             None,
         )
         .unwrap();
-        assert!(j.vm_failure.as_deref().unwrap().contains("the guest hung"));
+        assert!(j
+            .vm_failure
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("the guest hung"));
         assert_eq!(
             statuses(&j),
             [Status::Pass, Status::Crashed, Status::NotRun]
@@ -385,7 +363,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let why = j.vm_failure.unwrap();
+        let why = j.vm_failure.unwrap().to_string();
         assert!(
             why.contains("the guest hung: no results line for 120s"),
             "{why}"
@@ -406,7 +384,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert!(j.vm_failure.unwrap().contains("no verdict"));
+        assert!(j.vm_failure.unwrap().to_string().contains("no verdict"));
         assert_eq!(j.report.results[0].status, Status::NotRun);
         let e = err(&o, "BPFLAB-VERDICT error exec /bin/selftests: ENOENT\n");
         assert!(e.contains("could not run its program"), "{e}");
@@ -438,7 +416,7 @@ mod tests {
         );
         // Kept results carry it too, as the crashed test's cause.
         let j = assess(&o, Some(CUT), &lim(), Program::Selftests, Some(LACKS)).unwrap();
-        assert!(j.vm_failure.unwrap().starts_with(LACKS));
+        assert!(j.vm_failure.unwrap().to_string().starts_with(LACKS));
         assert!(j.report.results[1].message.starts_with(LACKS));
     }
 

@@ -10,6 +10,7 @@ pub mod assess;
 pub mod boot_log;
 pub mod command;
 pub mod console;
+pub mod failed;
 pub mod gdb;
 pub mod guest_image;
 pub mod process;

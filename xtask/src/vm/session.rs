@@ -14,6 +14,7 @@ use guest_common::request::{HostCommand, Request};
 use super::accel::AccelPicker;
 use super::assess::assess;
 use super::boot_log::{self, Missing};
+use super::failed::VmFailed;
 use super::guest_image;
 use super::process::{self, Limits, VmEnd, VmOutcome};
 use super::qemu::{Accel, AccelChoice, GuestCommand, GuestIo, Machine, TcgThreads, VmConfig};
@@ -125,7 +126,7 @@ pub struct GuestRun {
     pub accel: Accel,
     pub report: GuestReport,
     pub outcome: VmOutcome,
-    pub vm_failure: Option<String>,
+    pub vm_failure: Option<VmFailed>,
 }
 
 impl Session {
