@@ -396,3 +396,38 @@ fn no_suite_loads_the_series_itself() {
         "the modules that load the series themselves: a suite reads Chosen::series"
     );
 }
+
+/// Where a suite's kernels are chosen (`BootConfig::choose` or
+/// `choice::choose`, each with its `Sides`): in the command that runs
+/// it, once, and for a mutant's own bzImage, which no `--kernel` names,
+/// in the mutants' judging of it.
+const CHOOSES: &[(&str, usize)] = &[
+    ("commands/bench.rs", 1),
+    ("commands/fuzz.rs", 1),
+    ("commands/kselftest.rs", 1),
+    ("commands/mutants.rs", 1),
+    ("commands/run.rs", 1),
+    ("commands/vmtest.rs", 1),
+    ("mutants/on_kernel.rs", 2),
+];
+
+#[test]
+fn the_kernels_are_chosen_in_the_command() {
+    let mut calls: Vec<(String, usize)> = code_by_path()
+        .into_iter()
+        .map(|(file, code)| {
+            let code_lines = code.lines().filter(|l| !l.trim_start().starts_with("//"));
+            (
+                file.clone(),
+                code_lines.map(|l| l.matches("Sides::").count()).sum(),
+            )
+        })
+        .filter(|(file, n)| *n > 0 && file != "kernel/choice.rs")
+        .collect();
+    calls.sort();
+    let listed: Vec<(String, usize)> = CHOOSES.iter().map(|(f, n)| (f.to_string(), *n)).collect();
+    assert_eq!(
+        calls, listed,
+        "where kernels are chosen: a suite takes a Chosen from its command"
+    );
+}

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::KselftestArgs;
 use crate::hostdeps;
+use crate::kernel::choice::Sides;
 use crate::kselftest::campaign::{self, SuiteOptions};
 use crate::kselftest::selection::TestChoice;
 use crate::kselftest::verdict;
@@ -46,7 +47,9 @@ pub fn run(args: KselftestArgs) -> Result<ExitCode> {
         stall: args.stall,
         llvm,
     };
-    let Some(ran) = campaign::run(&source, &args.vm.boot(), &options)? else {
+    let boot = args.vm.boot();
+    let chosen = boot.choose(&source, Sides::Own)?;
+    let Some(ran) = campaign::run(&source, &chosen, &boot, &options)? else {
         return Ok(ExitCode::SUCCESS);
     };
     let verdict = verdict::conclude(&ran)?;

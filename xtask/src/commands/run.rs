@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use crate::cli::RunArgs;
 use crate::expect;
 use crate::hostdeps;
-use crate::kernel;
+use crate::kernel::choice::Sides;
 use crate::project::EXIT_TESTS_FAILED;
 use crate::vm::command::{self, CommandOptions};
 use crate::vm::targets::BootConfig;
@@ -53,21 +53,20 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     };
     let expectations = expect::parse_expectations(&args.expect)?;
     let host_command = command::host_command(&options)?;
-    // `all` and `both` are several kernels in one word.
-    let several = args.kernel.len() > 1
-        || args.kernel.iter().any(|w| kernel::names_several(w))
-        || !expectations.is_empty();
+    let source = args.source.config()?;
+    let chosen = boot.choose(&source, Sides::Own)?;
+    let several = chosen.kernels.len() > 1 || !expectations.is_empty();
     if several {
         command::check_each(&options, &host_command)?;
     }
-    let source = args.source.config()?;
     hostdeps::ensure_boot(&source)?;
     hostdeps::ensure_share(options.share)?;
     if !several {
-        return command::run(&source, &boot, &options, host_command);
+        return command::run(&source, (&chosen, &boot), &options, host_command);
     }
     let check = |kernels: &[String]| expect::check_names(&expectations, kernels);
-    let (run_dir, ran) = command::run_each(&source, &boot, (&options, host_command), check)?;
+    let (run_dir, ran) =
+        command::run_each(&source, (&chosen, &boot), (&options, host_command), check)?;
     let rows = expect::held_rows(ran, &expectations, args.allow_splat);
     eprint!("\n{}", expect::table(&rows));
     let junit = run_dir.join("junit.xml");

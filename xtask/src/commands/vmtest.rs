@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use crate::cli::VmtestArgs;
 use crate::hostdeps;
+use crate::kernel::choice::Sides;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::project::{EXIT_INFRA, EXIT_TESTS_FAILED};
 use crate::vm::share::Sharing;
@@ -22,7 +23,8 @@ pub fn run(args: VmtestArgs) -> Result<ExitCode> {
         sharing: args.share.map_or(Sharing::Hermetic, Sharing::Host),
         results_stall: args.stall,
     };
-    let plan = Plan::new(&source, &boot, &options)?;
+    let chosen = boot.choose(&source, Sides::Plan)?;
+    let plan = Plan::new(&source, chosen, &boot, &options)?;
     hostdeps::ensure_boot(&source)?;
     if let Some(choice) = args.share {
         hostdeps::ensure_share(choice)?;

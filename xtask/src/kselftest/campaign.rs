@@ -16,7 +16,7 @@ use super::runner::Runner;
 use super::selection::{Lists, TestChoice};
 use super::unbuildable::LeftOut;
 use super::{RunOptions, RunnerRun};
-use crate::kernel::choice::Sides;
+use crate::kernel::choice::Chosen;
 use crate::kernel::series::Series;
 use crate::kernel::SourceConfig;
 use crate::report::KernelRun;
@@ -61,10 +61,12 @@ pub struct Ran {
     pub left_out: LeftOut,
 }
 
-/// Builds the runners for each kernel of `boot` and runs them (nothing
-/// runs with `build_only`: None). The host tools must be there.
+/// Builds the runners for each kernel of `chosen` (with `Sides::Own`)
+/// and runs them as `boot` says (nothing runs with `build_only`: None).
+/// The host tools must be there.
 pub fn run(
     source: &SourceConfig,
+    chosen: &Chosen,
     boot: &BootConfig,
     options: &SuiteOptions,
 ) -> Result<Option<Ran>> {
@@ -84,10 +86,9 @@ pub fn run(
         boot.timeout = super::default_timeout(choice.all, boot.config)
             .map(|secs| secs * session::slowdown(boot.debug));
     }
-    let chosen = boot.choose(source, Sides::Own)?;
     let Prepared { targets, session } = session::prepare(
         source,
-        &chosen,
+        chosen,
         &boot,
         "kselftest",
         SessionOptions {

@@ -102,7 +102,8 @@ pub(super) fn judge_kernel(
         stop_after: Some(1),
         ..PlanOptions::default()
     };
-    let plan = Plan::new(source, &boot, &plan_options)?.run()?;
+    let chosen = boot.choose(source, Sides::Plan)?;
+    let plan = Plan::new(source, chosen, &boot, &plan_options)?.run()?;
     let results: Vec<_> = plan.runs.iter().flat_map(|r| r.results.clone()).collect();
     Ok(outcome::of_results(&results, plan.vm_failures.first()))
 }

@@ -16,7 +16,7 @@ use std::fs;
 use anyhow::Result;
 use guest_common::protocol::Program;
 
-use crate::kernel::choice::{Chosen, Sides};
+use crate::kernel::choice::Chosen;
 use crate::kernel::SourceConfig;
 use crate::report::skips::{self, AllowedSkip};
 use crate::report::{self, Counts, KernelRun};
@@ -113,13 +113,14 @@ pub struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
+    /// The plan on `chosen`, its kernels chosen with `Sides::Plan`.
     pub fn new(
         source: &'a SourceConfig,
+        chosen: Chosen,
         boot: &'a BootConfig,
         options: &'a PlanOptions,
     ) -> Result<Plan<'a>> {
         selection::check_filters(&options.filters)?;
-        let chosen = boot.choose(source, Sides::Plan)?;
         Ok(Plan {
             source,
             chosen,

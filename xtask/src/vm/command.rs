@@ -17,7 +17,7 @@ use super::share::{ShareChoice, Sharing};
 use super::symbolize;
 use super::targets::{BootConfig, Target};
 use super::terminal::{self, TerminalGuard};
-use crate::kernel::choice::Sides;
+use crate::kernel::choice::Chosen;
 use crate::kernel::SourceConfig;
 
 /// What runs in the guest, and how.
@@ -36,11 +36,11 @@ pub struct CommandOptions {
 /// its status. The host tools to boot and share must be there.
 pub fn run(
     source: &SourceConfig,
-    boot: &BootConfig,
+    (chosen, boot): (&Chosen, &BootConfig),
     options: &CommandOptions,
     command: HostCommand,
 ) -> Result<u8> {
-    let prepared = prepare(source, boot, options)?;
+    let prepared = prepare(source, (chosen, boot), options)?;
     let target = &prepared.targets[0];
     let mut session = prepared.session;
     let run_dir = session.run_dir().to_path_buf();
@@ -98,11 +98,11 @@ pub fn check_each(options: &CommandOptions, command: &HostCommand) -> Result<()>
 /// the first boot. The host tools to boot and share must be there.
 pub fn run_each(
     source: &SourceConfig,
-    boot: &BootConfig,
+    (chosen, boot): (&Chosen, &BootConfig),
     (options, command): (&CommandOptions, HostCommand),
     check: impl Fn(&[String]) -> Result<()>,
 ) -> Result<(PathBuf, Vec<KernelCommand>)> {
-    let prepared = prepare(source, boot, options)?;
+    let prepared = prepare(source, (chosen, boot), options)?;
     let names: Vec<String> = prepared.targets.iter().map(|t| t.name.clone()).collect();
     check(&names)?;
     let mut session = prepared.session;
@@ -135,15 +135,14 @@ pub fn run_each(
 /// The run's session, the host shared with its guests, and its kernels.
 fn prepare(
     source: &SourceConfig,
-    boot: &BootConfig,
+    (chosen, boot): (&Chosen, &BootConfig),
     options: &CommandOptions,
 ) -> Result<session::Prepared> {
     let session_options = SessionOptions {
         sharing: Sharing::Host(options.share),
         ..SessionOptions::default()
     };
-    let chosen = boot.choose(source, Sides::Own)?;
-    session::prepare(source, &chosen, boot, "run", session_options)
+    session::prepare(source, chosen, boot, "run", session_options)
 }
 
 /// `command` on `target`, its stdout and stderr written to `out` and
