@@ -14,9 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use crate::cli::FuzzArgs;
-use crate::fuzz::campaign::{self, FuzzOptions, Fuzzed, Verdict};
+use crate::fuzz::campaign::{self, FuzzOptions, FuzzVerdict, Fuzzed};
 use crate::fuzz::records::KernelFuzz;
-use crate::fuzz::{self, Plan};
+use crate::fuzz::{self, FuzzParams};
 use crate::hostdeps;
 use crate::kernel::choice::Sides;
 use crate::kernel::own_series::Suite;
@@ -35,7 +35,7 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
     let chosen = boot.choose(&source, Sides::OwnSeries(&FUZZ))?;
     hostdeps::ensure_fuzzer(&source)?;
     let replay = args.replay.as_deref().map(read_replay).transpose()?;
-    let plan = Plan {
+    let params = FuzzParams {
         seed: args.seed.unwrap_or_else(clock_seed),
         seconds: args.seconds,
         threads: args.threads.get(),
@@ -51,16 +51,16 @@ pub fn run(args: FuzzArgs) -> Result<ExitCode> {
             args.seconds
         );
     }
-    if plan.replay && plan.threads > 1 {
+    if params.replay && params.threads > 1 {
         bail!("--replay runs one thread's operations; drop --threads");
     }
     let options = FuzzOptions {
-        plan: plan.clone(),
+        params: params.clone(),
         replay,
         vms: args.vms.count.get(),
     };
     let fuzzed = campaign::fuzz_kernels(&source, &chosen, boot, options)?;
-    finish(&fuzzed, &plan)
+    finish(&fuzzed, &params)
 }
 
 /// A reproducer the guest can run: every line an operation, or a race
@@ -89,7 +89,7 @@ fn clock_seed() -> u64 {
         .map_or(1, |d| d.as_secs() ^ u64::from(d.subsec_nanos()))
 }
 
-fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
+fn finish(fuzzed: &Fuzzed, params: &FuzzParams) -> Result<ExitCode> {
     let (targets, ran, verdicts) = (&fuzzed.targets, &fuzzed.runs, &fuzzed.verdicts);
     let runs: Vec<(&str, &KernelFuzz)> = targets
         .iter()
@@ -104,19 +104,19 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
             .as_ref()
             .map_or("-".to_string(), |s| format!("{:.1}", s.ops_per_sec));
         let result = match v {
-            Verdict::Clean => match r.fuzz.tried() {
+            FuzzVerdict::Clean => match r.fuzz.tried() {
                 Some(tried) => format!("clean ({tried})"),
                 None => "clean".to_string(),
             },
-            Verdict::NotExercised(what) => {
+            FuzzVerdict::NotExercised(what) => {
                 format!("NOT EXERCISED: clean with {what} (run longer: --seconds, --race-seconds)")
             }
-            Verdict::Diverged(why, Some(p)) => {
+            FuzzVerdict::Diverged(why, Some(p)) => {
                 format!("DIVERGED: {why}\n{:>38}reproducer: {}", "", p.display())
             }
-            Verdict::Diverged(why, None) => format!("DIVERGED: {why}"),
-            Verdict::Infra(failed) => format!("VM FAILED: {failed}"),
-            Verdict::FuzzerFailed(why) => format!("FUZZER FAILED: {why}"),
+            FuzzVerdict::Diverged(why, None) => format!("DIVERGED: {why}"),
+            FuzzVerdict::Infra(failed) => format!("VM FAILED: {failed}"),
+            FuzzVerdict::FuzzerFailed(why) => format!("FUZZER FAILED: {why}"),
         };
         println!("{:<18} {:>8} {:>8}  {result}", t.name, r.fuzz.ops, rate);
     }
@@ -124,20 +124,20 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
     if let Some((ops, a, b)) = disagree {
         println!(
             "the series' kernels disagree: {a} and {b} saw different returns by operation {ops} (seed {})",
-            plan.seed
+            params.seed
         );
     }
     println!(
         "seed {}: run it again with --seed {}; consoles and reproducers in {}",
-        plan.seed,
-        plan.seed,
+        params.seed,
+        params.seed,
         fuzzed.run_dir.display()
     );
     // One closing line in the form of vmtest's and kselftest's, a kernel
     // a result: what fresh-root's record and a CI log's reader look for.
     let clean = verdicts
         .iter()
-        .filter(|v| matches!(v, Verdict::Clean))
+        .filter(|v| matches!(v, FuzzVerdict::Clean))
         .count();
     let failed = verdicts.len() - clean + usize::from(disagree.is_some());
     println!(
@@ -147,17 +147,17 @@ fn finish(fuzzed: &Fuzzed, plan: &Plan) -> Result<ExitCode> {
         } else {
             ""
         },
-        plan.seed
+        params.seed
     );
     // Not exercised fails as a divergence does: the run proved less
     // than a pass says.
     let diverged = disagree.is_some()
         || verdicts
             .iter()
-            .any(|v| matches!(v, Verdict::Diverged(..) | Verdict::NotExercised(_)));
+            .any(|v| matches!(v, FuzzVerdict::Diverged(..) | FuzzVerdict::NotExercised(_)));
     let infra = verdicts
         .iter()
-        .any(|v| matches!(v, Verdict::Infra { .. } | Verdict::FuzzerFailed(_)));
+        .any(|v| matches!(v, FuzzVerdict::Infra { .. } | FuzzVerdict::FuzzerFailed(_)));
     Ok(if diverged {
         ExitCode::from(EXIT_TESTS_FAILED)
     } else if infra {

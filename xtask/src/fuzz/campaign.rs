@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use guest_common::protocol::Program;
 
 use super::records::{self, Divergence, KernelFuzz};
-use super::{client, tools, Plan, ReplayKernel, REPLAY_PATH};
+use super::{client, tools, FuzzParams, ReplayKernel, REPLAY_PATH};
 use crate::kernel::choice::Chosen;
 use crate::kernel::{self, SourceConfig};
 use crate::report::protocol::Outcome;
@@ -25,13 +25,13 @@ use crate::vm::targets::{BootConfig, Provenance, Target};
 /// own limit is `vm-images/map-fuzz`'s), and booting.
 const SHRINK_AND_BOOT_SECS: u64 = 420;
 
-/// Every kernel of `boot` fuzzed as `plan` says, `vms` at a time, and
+/// Every kernel of `boot` fuzzed as `params` says, `vms` at a time, and
 /// each one judged.
 pub struct Fuzzed {
     pub run_dir: PathBuf,
     pub targets: Vec<Target>,
-    pub runs: Vec<Ran>,
-    pub verdicts: Vec<Verdict>,
+    pub runs: Vec<KernelFuzzRun>,
+    pub verdicts: Vec<FuzzVerdict>,
 }
 
 /// The model's /proc/self/mem reads PROT_NONE mappings (GUP with
@@ -44,7 +44,7 @@ const PROC_MEM_FORCE: &str = "proc_mem.force_override=always";
 /// How a fuzz run goes, beside which kernels and how they boot: what the
 /// guest is told, a reproducer to replay, and guests at once.
 pub struct FuzzOptions {
-    pub plan: Plan,
+    pub params: FuzzParams,
     /// A reproducer's operations, one a line.
     pub replay: Option<String>,
     pub vms: usize,
@@ -56,8 +56,12 @@ pub fn fuzz_kernels(
     mut boot: BootConfig,
     options: FuzzOptions,
 ) -> Result<Fuzzed> {
-    let FuzzOptions { plan, replay, vms } = options;
-    let plan = &plan;
+    let FuzzOptions {
+        params,
+        replay,
+        vms,
+    } = options;
+    let params = &params;
     if boot.machine.gdb.is_some() && vms > 1 {
         bail!("--gdb with --vms {vms}: the guests would share one gdb port; use --vms 1");
     }
@@ -65,7 +69,7 @@ pub fn fuzz_kernels(
     // no time limit but the user's.
     if boot.timeout.is_none() && boot.machine.gdb.is_none() {
         boot.timeout =
-            Some(2 * plan.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
+            Some(2 * params.seconds * session::slowdown(boot.debug) + SHRINK_AND_BOOT_SECS);
     }
     // First, so that the developer's own --append overrides it.
     boot.machine.append.insert(0, PROC_MEM_FORCE.to_string());
@@ -90,10 +94,10 @@ pub fn fuzz_kernels(
     session.hermetic_image()?;
     eprintln!(
         "== fuzz: seed {}, {} s per kernel, {} thread(s){}",
-        plan.seed,
-        plan.seconds,
-        plan.threads,
-        if plan.replay { ", replaying" } else { "" }
+        params.seed,
+        params.seconds,
+        params.threads,
+        if params.replay { ", replaying" } else { "" }
     );
     let runs = schedule::run_keyed(
         &(0..targets.len()).collect::<Vec<_>>(),
@@ -101,13 +105,13 @@ pub fn fuzz_kernels(
         |&k| k,
         |&k| {
             let mut s = session.clone();
-            fuzz_one(&mut s, &targets[k], plan)
+            fuzz_one(&mut s, &targets[k], params)
         },
     );
     let verdicts = targets
         .iter()
         .zip(&runs)
-        .map(|(t, r)| verdict_of(session.run_dir(), t, plan, r))
+        .map(|(t, r)| verdict_of(session.run_dir(), t, params, r))
         .collect::<Result<Vec<_>>>()?;
     Ok(Fuzzed {
         run_dir: session.run_dir().to_path_buf(),
@@ -132,27 +136,27 @@ fn build_client(source: &SourceConfig, pristine: &Path, dir: &Path) -> Result<Pa
 }
 
 /// One kernel's fuzzing: its records, or why its VM could not run.
-pub struct Ran {
+pub struct KernelFuzzRun {
     pub fuzz: KernelFuzz,
     run: Option<GuestRun>,
     error: Option<String>,
 }
 
-fn fuzz_one(session: &mut Session, target: &Target, plan: &Plan) -> Ran {
-    let guest = target.guest(Program::Fuzz, plan.guest_args(), None);
+fn fuzz_one(session: &mut Session, target: &Target, params: &FuzzParams) -> KernelFuzzRun {
+    let guest = target.guest(Program::Fuzz, params.guest_args(), None);
     match session.run_guest(target, guest) {
-        Err(e) => Ran {
+        Err(e) => KernelFuzzRun {
             fuzz: KernelFuzz::default(),
             run: None,
             error: Some(format!("{e:#}")),
         },
         Ok(run) => match records::read(&run.report.fuzz) {
-            Ok(fuzz) => Ran {
+            Ok(fuzz) => KernelFuzzRun {
                 fuzz,
                 run: Some(run),
                 error: None,
             },
-            Err(e) => Ran {
+            Err(e) => KernelFuzzRun {
                 fuzz: KernelFuzz::default(),
                 run: Some(run),
                 error: Some(format!("{e:#}")),
@@ -166,7 +170,7 @@ pub const RACE_SIGNATURE: &str = "threads";
 
 /// How one kernel's fuzzing ended.
 #[derive(Debug, PartialEq)]
-pub enum Verdict {
+pub enum FuzzVerdict {
     Clean,
     /// Clean, without what the plan was to try (`KernelFuzz::unexercised`,
     /// joined): a pass that proved nothing of it fails the run.
@@ -187,13 +191,13 @@ pub enum Verdict {
 fn race_verdict(
     run_dir: &Path,
     (name, kernel): (&str, &ReplayKernel),
-    plan: &Plan,
+    params: &FuzzParams,
     d: &Divergence,
-) -> Result<Verdict> {
+) -> Result<FuzzVerdict> {
     let mut what = format!("racing {}: {}", d.op, d.what);
     let rounds = match (&d.shrunk, &d.ops) {
         (Some(shrunk), _) => shrunk,
-        (None, Some(last)) if !plan.replay => {
+        (None, Some(last)) if !params.replay => {
             what.push_str(&match d.shrink_runs {
                 0 => " (not replayed: the reproducer holds its last rounds as they ran)".to_string(),
                 n => format!(
@@ -202,12 +206,12 @@ fn race_verdict(
             });
             last
         }
-        _ => return Ok(Verdict::Diverged(what, None)),
+        _ => return Ok(FuzzVerdict::Diverged(what, None)),
     };
-    let path = super::reproducer_path(run_dir, name, plan.seed);
-    std::fs::write(&path, super::reproducer(kernel, plan.seed, &what, rounds))
+    let path = super::reproducer_path(run_dir, name, params.seed);
+    std::fs::write(&path, super::reproducer(kernel, params.seed, &what, rounds))
         .with_context(|| format!("writing {}", path.display()))?;
-    Ok(Verdict::Diverged(what, Some(path)))
+    Ok(FuzzVerdict::Diverged(what, Some(path)))
 }
 
 /// What boots `t` again: its name for a kernel of the series, or for a
@@ -227,29 +231,34 @@ fn replay_kernel(t: &Target) -> ReplayKernel {
 }
 
 /// One kernel's verdict from its records, and its reproducer written.
-fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdict> {
+fn verdict_of(
+    run_dir: &Path,
+    t: &Target,
+    params: &FuzzParams,
+    r: &KernelFuzzRun,
+) -> Result<FuzzVerdict> {
     let run = r.run.as_ref();
     let write = |what: &str, ops: &[String]| -> Result<Option<PathBuf>> {
         // A --threads run's operations interleaved as the scheduler chose:
         // no list of them reproduces it; its seed and --threads do.
-        if plan.threads > 1 {
+        if params.threads > 1 {
             return Ok(None);
         }
-        let path = super::reproducer_path(run_dir, &t.name, plan.seed);
+        let path = super::reproducer_path(run_dir, &t.name, params.seed);
         std::fs::write(
             &path,
-            super::reproducer(&replay_kernel(t), plan.seed, what, ops),
+            super::reproducer(&replay_kernel(t), params.seed, what, ops),
         )
         .with_context(|| format!("writing {}", path.display()))?;
         Ok(Some(path))
     };
     let drawn = |count: usize| {
         let f = &r.fuzz;
-        super::regenerate(plan.seed, count, nodes(run), f.client, f.inject)
+        super::regenerate(params.seed, count, nodes(run), f.client, f.inject)
     };
     if let Some(d) = &r.fuzz.divergence {
         if d.signature == RACE_SIGNATURE {
-            return race_verdict(run_dir, (&t.name, &replay_kernel(t)), plan, d);
+            return race_verdict(run_dir, (&t.name, &replay_kernel(t)), params, d);
         }
         let what = format!("at operation {} ({}): {}", d.step, d.op, d.what);
         let ops = d
@@ -257,66 +266,68 @@ fn verdict_of(run_dir: &Path, t: &Target, plan: &Plan, r: &Ran) -> Result<Verdic
             .clone()
             .or_else(|| d.ops.clone())
             .unwrap_or_else(|| drawn(d.step + 1));
-        let path = if plan.replay && d.shrunk.is_none() {
+        let path = if params.replay && d.shrunk.is_none() {
             None
         } else {
             write(&what, &ops)?
         };
-        return Ok(Verdict::Diverged(what, path));
+        return Ok(FuzzVerdict::Diverged(what, path));
     }
     if let Some(why) = &r.error {
         return Ok(match run {
             // The guest ran, and what it said cannot be read.
-            Some(_) => Verdict::FuzzerFailed(why.clone()),
-            None => Verdict::Infra(VmFailed::of_host(why.clone())),
+            Some(_) => FuzzVerdict::FuzzerFailed(why.clone()),
+            None => FuzzVerdict::Infra(VmFailed::of_host(why.clone())),
         });
     }
     let run = run.expect("no error: a run");
     if let Some(why) = &run.vm_failure {
         if run.report.fuzz.is_empty() {
-            return Ok(Verdict::Infra(why.clone()));
+            return Ok(FuzzVerdict::Infra(why.clone()));
         }
         // The kernel died mid-run: what the guest drew up to its next
         // progress report holds the operation that killed it.
         let what = format!("the kernel died after {} operations: {why}", r.fuzz.ops);
         let ops = drawn(r.fuzz.ops + map_fuzz::run::PROGRESS);
-        let path = if plan.replay {
+        let path = if params.replay {
             None
         } else {
             write(&what, &ops)?
         };
-        return Ok(Verdict::Diverged(what, path));
+        return Ok(FuzzVerdict::Diverged(what, path));
     }
-    Ok(exercised(ended(run, &r.fuzz), &r.fuzz, plan))
+    Ok(exercised(ended(run, &r.fuzz), &r.fuzz, params))
 }
 
-/// A clean verdict, held to what `plan` was to try: short of any of it,
+/// A clean verdict, held to what `params` asked for: short of any of it,
 /// not exercised.
-fn exercised(verdict: Verdict, fuzz: &KernelFuzz, plan: &Plan) -> Verdict {
-    let missing = fuzz.unexercised(plan.planned());
+fn exercised(verdict: FuzzVerdict, fuzz: &KernelFuzz, params: &FuzzParams) -> FuzzVerdict {
+    let missing = fuzz.unexercised(params.planned());
     match verdict {
-        Verdict::Clean if !missing.is_empty() => Verdict::NotExercised(missing.join(" and ")),
+        FuzzVerdict::Clean if !missing.is_empty() => {
+            FuzzVerdict::NotExercised(missing.join(" and "))
+        }
         v => v,
     }
 }
 
 /// A guest that finished: a splat on its console, a fuzzer that did not
 /// report its end, or clean.
-fn ended(run: &GuestRun, fuzz: &KernelFuzz) -> Verdict {
+fn ended(run: &GuestRun, fuzz: &KernelFuzz) -> FuzzVerdict {
     let console = run.outcome.console_log.display();
     if let Some(first) = run.outcome.splats.first() {
-        return Verdict::Diverged(
+        return FuzzVerdict::Diverged(
             format!("the console shows {} (console: {console})", first.trim()),
             None,
         );
     }
     if run.report.verdict.outcome != Outcome::Pass || fuzz.summary.is_none() {
-        return Verdict::FuzzerFailed(format!(
+        return FuzzVerdict::FuzzerFailed(format!(
             "the fuzzer ended with {} and no summary (console: {console})",
             run.report.verdict.detail
         ));
     }
-    Verdict::Clean
+    FuzzVerdict::Clean
 }
 
 /// The guest's NUMA nodes, as its start record said (2 by default).
@@ -355,8 +366,8 @@ mod tests {
         }
     }
 
-    fn plan(replay: bool) -> Plan {
-        Plan {
+    fn params(replay: bool) -> FuzzParams {
+        FuzzParams {
             seed: 5,
             seconds: 60,
             threads: 1,
@@ -372,8 +383,8 @@ mod tests {
             word: "prefault".into(),
             claim: None,
         };
-        match race_verdict(&dir, ("prefault", &prefault), &plan(replay), d).unwrap() {
-            Verdict::Diverged(what, path) => {
+        match race_verdict(&dir, ("prefault", &prefault), &params(replay), d).unwrap() {
+            FuzzVerdict::Diverged(what, path) => {
                 (path.map(|p| std::fs::read_to_string(p).unwrap()), what)
             }
             other => panic!("{other:?}"),
@@ -485,22 +496,22 @@ mod tests {
         let fuzz = |counts: &str| records::read(&[start.to_string(), summary(counts)]).unwrap();
         let idle = fuzz(r#"{"fail_alloc":4}"#);
         assert_eq!(
-            exercised(Verdict::Clean, &idle, &plan(false)),
-            Verdict::NotExercised(
+            exercised(FuzzVerdict::Clean, &idle, &params(false)),
+            FuzzVerdict::NotExercised(
                 "no allocation failure fired in an operation's path and no racing round".into()
             )
         );
         let busy = fuzz(r#"{"fail_alloc":4,"fail_alloc fired":1,"race rounds (4 threads)":7}"#);
         assert_eq!(
-            exercised(Verdict::Clean, &busy, &plan(false)),
-            Verdict::Clean
+            exercised(FuzzVerdict::Clean, &busy, &params(false)),
+            FuzzVerdict::Clean
         );
         assert_eq!(
-            exercised(Verdict::Clean, &idle, &plan(true)),
-            Verdict::Clean,
+            exercised(FuzzVerdict::Clean, &idle, &params(true)),
+            FuzzVerdict::Clean,
             "a replay owes nothing"
         );
-        let diverged = || Verdict::Diverged("x".into(), None);
-        assert_eq!(exercised(diverged(), &idle, &plan(false)), diverged());
+        let diverged = || FuzzVerdict::Diverged("x".into(), None);
+        assert_eq!(exercised(diverged(), &idle, &params(false)), diverged());
     }
 }

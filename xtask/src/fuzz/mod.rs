@@ -27,7 +27,7 @@ pub const REPLAY_PATH: &str = "/fuzz/replay.ops";
 
 /// What the guest's fuzzer is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub struct FuzzParams {
     pub seed: u64,
     pub seconds: u64,
     pub threads: usize,
@@ -47,7 +47,7 @@ pub fn default_race_seconds(seconds: u64) -> u64 {
     seconds / 4
 }
 
-impl Plan {
+impl FuzzParams {
     /// What the guest is to try beyond plain operations: a one-thread
     /// run injects allocation failures and, with race seconds, ends in
     /// racing rounds; a `--threads` run only races; a replay tries what
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn the_guest_is_told_the_seed_time_threads_and_replay() {
-        let p = Plan {
+        let p = FuzzParams {
             seed: 9,
             seconds: 60,
             threads: 1,
@@ -200,12 +200,12 @@ mod tests {
             ],
             "a replay does not race"
         );
-        let drawn = Plan { replay: false, ..p };
+        let drawn = FuzzParams { replay: false, ..p };
         assert_eq!(
             drawn.guest_args()[6..],
             ["--race-seconds", "15", "--race-threads", "4"]
         );
-        let threads = Plan {
+        let threads = FuzzParams {
             threads: 4,
             ..drawn
         };

@@ -130,8 +130,8 @@ impl KernelFuzz {
     /// What a clean run was to try and did not: an allocation failure
     /// fired in an operation's path where the kernel has the injection
     /// and the plan injects, a racing round where the plan races. A run
-    /// short of either proved nothing of it (`Verdict::NotExercised`); a
-    /// kernel without fail_page_alloc is no shortfall (`tried` says so).
+    /// short of either proved nothing of it (`FuzzVerdict::NotExercised`);
+    /// a kernel without fail_page_alloc is no shortfall (`tried` says so).
     pub fn unexercised(&self, planned: Planned) -> Vec<&'static str> {
         let Some(s) = &self.summary else {
             return Vec::new();

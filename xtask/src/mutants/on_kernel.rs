@@ -12,7 +12,8 @@ use anyhow::{bail, Context, Result};
 use super::lists::Sample;
 use super::outcome::{self, Outcome};
 use super::{JudgeOptions, Mutant, MutantJudge};
-use crate::fuzz::campaign::{self, FuzzOptions, Verdict};
+use crate::fuzz::campaign::{self, FuzzOptions, FuzzVerdict};
+use crate::fuzz::FuzzParams;
 use crate::kernel::choice::Sides;
 use crate::kernel::manifest::KernelInfo;
 use crate::kernel::series::Series;
@@ -125,7 +126,7 @@ fn boot_of(options: &JudgeOptions, bzimage: &Path, claim: &str) -> BootConfig {
 
 /// The fuzzer on a mutant's kernel, held to its variant's model.
 fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) -> Result<Outcome> {
-    let plan = crate::fuzz::Plan {
+    let params = FuzzParams {
         seed: options.seed,
         seconds: options.fuzz_seconds,
         threads: 1,
@@ -134,7 +135,7 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
         replay: false,
     };
     let options = FuzzOptions {
-        plan,
+        params,
         replay: None,
         vms: 1,
     };
@@ -145,26 +146,26 @@ fn fuzz_mutant(options: &JudgeOptions, source: &SourceConfig, boot: BootConfig) 
 }
 
 /// A mutant's outcome from the fuzzer's verdict on its kernel.
-fn fuzz_outcome(verdict: &Verdict) -> Outcome {
+fn fuzz_outcome(verdict: &FuzzVerdict) -> Outcome {
     match verdict {
-        Verdict::Clean => Outcome::Survived,
+        FuzzVerdict::Clean => Outcome::Survived,
         // A pass that tried nothing the mutant may have broken.
-        Verdict::NotExercised(what) => Outcome::Undecided {
+        FuzzVerdict::NotExercised(what) => Outcome::Undecided {
             why: format!("the fuzzer did not exercise it: {what}"),
         },
-        Verdict::Diverged(what, _) => Outcome::Killed {
+        FuzzVerdict::Diverged(what, _) => Outcome::Killed {
             by: format!("fuzz: {what}"),
         },
         // The mutant's kernel panicked before the fuzzer reported: as
         // the plan counts it; anything else is the host's.
-        Verdict::Infra(failed) if failed.panicked() => Outcome::Crashed {
+        FuzzVerdict::Infra(failed) if failed.panicked() => Outcome::Crashed {
             detail: failed.headline(),
         },
-        Verdict::Infra(failed) => Outcome::Error {
+        FuzzVerdict::Infra(failed) => Outcome::Error {
             why: format!("the fuzzer's VM could not run: {}", failed.headline()),
         },
         // A fault of the fuzzer's is no finding about the mutant.
-        Verdict::FuzzerFailed(why) => Outcome::Undecided {
+        FuzzVerdict::FuzzerFailed(why) => Outcome::Undecided {
             why: format!("the fuzzer failed: {why}"),
         },
     }
@@ -223,7 +224,7 @@ pub(super) mod tests {
     #[test]
     fn a_fuzzed_kernel_that_panicked_is_a_crash_whatever_the_words() {
         let infra = |cause: &str, sign| {
-            Verdict::Infra(VmFailed {
+            FuzzVerdict::Infra(VmFailed {
                 sign,
                 ..VmFailed::of_host(cause.into())
             })
