@@ -116,8 +116,6 @@ pub struct KernelResults {
     pub status: String,
 }
 
-/// Runs test_progs with `argv` in `dir` on `target`, resuming after a test
-/// that hung or crashed the guest.
 /// One runner on one kernel: where it runs, with what arguments, and (for
 /// test_progs) the numbering that lets a run resume after a crash.
 pub struct Job<'a> {
@@ -220,6 +218,8 @@ impl Resume<'_> {
     }
 }
 
+/// Runs `job`'s runner with its `argv` in its `dir` on `target`,
+/// resuming after a test that hung or crashed the guest.
 pub fn run(session: &mut Session, target: &Target, job: &Job) -> Result<KernelResults> {
     let mut all = KernelResults {
         results: Vec::new(),

@@ -15,9 +15,9 @@ use super::selection;
 use crate::report::protocol::Status;
 use crate::report::{self, Counts, KernelRun};
 
-/// The run's verdict: its text, the counts behind the closing line, and
-/// whether a test failed that the run holds.
-pub struct Verdict {
+/// What the run concludes: its text, the counts behind the closing
+/// line, and whether a test failed that the run holds.
+pub struct Conclusion {
     pub text: String,
     pub counts: Counts,
     pub failed: bool,
@@ -25,7 +25,7 @@ pub struct Verdict {
 
 /// The table, what it means and every skip, written to `table.txt` with
 /// `junit.xml` in the run's directory.
-pub fn conclude(ran: &Ran) -> Result<Verdict> {
+pub fn conclude(ran: &Ran) -> Result<Conclusion> {
     let (runs, held, left_out) = (&ran.runs, &ran.held, &ran.left_out);
     let sides: Vec<Side> = runs
         .iter()
@@ -67,7 +67,7 @@ pub fn conclude(ran: &Ran) -> Result<Verdict> {
         ran.run_dir.join("junit.xml"),
         report::junit("bpflab kselftest", &kernel_runs),
     )?;
-    Ok(Verdict {
+    Ok(Conclusion {
         text,
         counts: Counts::total(&kernel_runs),
         failed: findings.fails() || default_set_failed,
