@@ -3,12 +3,12 @@
 
 use super::grid::{combined, Clock, RowKey};
 use super::guest_records::KernelBench;
-use super::model::{seed_cells, Cell, Model};
+use super::model::{seed_cells, Cell, CostModel};
 use super::record::{read_record, record_path};
 
 /// The model and the cells it was fitted on, and where they came from.
 pub(super) struct Calibrated {
-    pub(super) model: Model,
+    pub(super) model: CostModel,
     pub(super) cells: Vec<Cell>,
     pub(super) source: String,
 }
@@ -42,7 +42,7 @@ pub(super) fn model_for(results: &[KernelBench], clock: Clock) -> Option<Calibra
             )
         }
     };
-    Model::fit(&cells).map(|model| Calibrated {
+    CostModel::fit(&cells).map(|model| Calibrated {
         model,
         cells,
         source,

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::guest_records::{us, KernelBench, Record};
 use super::interval::median;
-use super::model::Model;
+use super::model::CostModel;
 
 /// Map sizes in pages, as the guest measures them.
 pub const PAGES: [u64; 8] = [1, 16, 64, 128, 256, 512, 2048, 16384];
@@ -190,7 +190,7 @@ fn cycles_of(r: &Record) -> Vec<f64> {
 
 /// One kernel's cell: guest instructions in thousands (icount) or µs
 /// (wall), user faults per cycle, and under icount the model's µs.
-fn cell(c: &Combined, clock: Clock, model: Option<&Model>) -> String {
+fn cell(c: &Combined, clock: Clock, model: Option<&CostModel>) -> String {
     let faults = format!("{:.0}", c.user_faults);
     match (clock, model) {
         (Clock::Icount, Some(m)) => format!(
@@ -205,7 +205,7 @@ fn cell(c: &Combined, clock: Clock, model: Option<&Model>) -> String {
 
 /// The grid table: one block per thread count and size, a line per
 /// pattern, a cell per kernel, and the largest spread across boots.
-pub fn grid_table(kernels: &[KernelBench], clock: Clock, model: Option<&Model>) -> String {
+pub fn grid_table(kernels: &[KernelBench], clock: Clock, model: Option<&CostModel>) -> String {
     if !kernels
         .iter()
         .any(|k| RowKey::all().iter().any(|r| combined(k, r).is_some()))

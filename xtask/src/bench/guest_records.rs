@@ -228,7 +228,7 @@ pub fn summary_json(
 
 /// The sweep plot's lines: per kernel, the no-access cycle, mmap() alone,
 /// and the touch-all cycle, in µs; kernels without sweep data draw none.
-pub fn sweep_series(results: &[KernelBench]) -> Vec<plot::Series> {
+pub fn sweep_curves(results: &[KernelBench]) -> Vec<plot::Curve> {
     results
         .iter()
         .flat_map(|k| {
@@ -241,7 +241,7 @@ pub fn sweep_series(results: &[KernelBench]) -> Vec<plot::Series> {
                 ),
                 ("nopopulate_touchall", Metric::Cycle, "touch all"),
             ]
-            .map(|(s, metric, label)| plot::Series {
+            .map(|(s, metric, label)| plot::Curve {
                 label: format!("{} {label}", k.kernel),
                 points: sweep_points(k, s, metric)
                     .into_iter()

@@ -15,7 +15,7 @@ use super::guest_records::SEED_ROWS;
 
 /// The fitted prices.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Model {
+pub struct CostModel {
     /// µs per guest instruction.
     pub us_per_instruction: f64,
     /// µs per user page fault.
@@ -34,7 +34,7 @@ pub struct Cell {
     pub faults: f64,
 }
 
-impl Model {
+impl CostModel {
     pub fn estimate_us(&self, instructions: f64, faults: f64) -> f64 {
         self.us_per_instruction * instructions + self.us_per_fault * faults
     }
@@ -42,7 +42,7 @@ impl Model {
     /// Least squares without an intercept: the 2x2 normal equations.
     /// None when the cells cannot separate the two prices (no faults, or
     /// no cells).
-    pub fn fit(cells: &[Cell]) -> Option<Model> {
+    pub fn fit(cells: &[Cell]) -> Option<CostModel> {
         let sum = |f: &dyn Fn(&Cell) -> f64| cells.iter().map(f).sum::<f64>();
         let xx = sum(&|c| c.instructions * c.instructions);
         let xf = sum(&|c| c.instructions * c.faults);
@@ -53,7 +53,7 @@ impl Model {
         if det.abs() <= f64::EPSILON * xx * ff || ff == 0.0 {
             return None;
         }
-        Some(Model {
+        Some(CostModel {
             us_per_instruction: (xy * ff - fy * xf) / det,
             us_per_fault: (fy * xx - xy * xf) / det,
         })
@@ -82,7 +82,7 @@ pub fn seed_cells(measure: impl Fn(&str, &str) -> Option<(f64, f64)>) -> Option<
 }
 
 /// The fit and each cell's residual, for under the table.
-pub fn fit_report(model: &Model, cells: &[Cell], source: &str) -> String {
+pub fn fit_report(model: &CostModel, cells: &[Cell], source: &str) -> String {
     let mut out = format!(
         "\nThe model (\"model\" columns): t = {:.4} ns x guest instructions + {:.3} us x user page faults,\n\
          least squares on the seed's 8 cells from {source}. Only mainline's write-all cell has user\n\
@@ -133,7 +133,7 @@ mod tests {
     #[test]
     fn the_fit_reproduces_the_seeds_table_from_the_recorded_icount_rows() {
         let cells = recorded();
-        let m = Model::fit(&cells).unwrap();
+        let m = CostModel::fit(&cells).unwrap();
         for c in &cells {
             let est = m.estimate_us(c.instructions, c.faults);
             // Within 8% of each cell, and the 1.1 us cell within 0.6 us.
@@ -158,7 +158,7 @@ mod tests {
     /// and exit and a page's allocation and mapping, 0.1 us or more.
     const FAULT_PRICE_US: std::ops::RangeInclusive<f64> = 0.1..=0.65;
 
-    fn assert_fault_price_plausible(m: &Model) {
+    fn assert_fault_price_plausible(m: &CostModel) {
         assert!(
             FAULT_PRICE_US.contains(&m.us_per_fault),
             "the fault price {:.3} us is outside {FAULT_PRICE_US:?} us",
@@ -169,8 +169,8 @@ mod tests {
     #[test]
     fn a_fault_price_ten_times_too_high_is_caught() {
         let cells = recorded();
-        let m = Model::fit(&cells).unwrap();
-        let tenfold = Model {
+        let m = CostModel::fit(&cells).unwrap();
+        let tenfold = CostModel {
             us_per_fault: m.us_per_fault * 10.0,
             ..m
         };
@@ -182,7 +182,7 @@ mod tests {
         for c in slower.iter_mut().filter(|c| c.faults > 0.0) {
             c.seed_us *= 10.0;
         }
-        let refit = Model::fit(&slower).unwrap();
+        let refit = CostModel::fit(&slower).unwrap();
         let faulting = slower.iter().find(|c| c.faults > 0.0).unwrap();
         let residual = refit.estimate_us(faulting.instructions, faulting.faults) - faulting.seed_us;
         assert!(residual.abs() < 1e-6, "residual {residual}");
@@ -203,10 +203,10 @@ mod tests {
             instructions: i,
             faults: f,
         };
-        let m = Model::fit(&[cell(100.0, 0.0), cell(50.0, 3.0), cell(10.0, 1.0)]).unwrap();
+        let m = CostModel::fit(&[cell(100.0, 0.0), cell(50.0, 3.0), cell(10.0, 1.0)]).unwrap();
         assert!((m.us_per_instruction - 0.1).abs() < 1e-9, "{m:?}");
         assert!((m.us_per_fault - 2.0).abs() < 1e-9, "{m:?}");
-        assert_eq!(Model::fit(&[cell(100.0, 0.0), cell(50.0, 0.0)]), None);
-        assert_eq!(Model::fit(&[]), None);
+        assert_eq!(CostModel::fit(&[cell(100.0, 0.0), cell(50.0, 0.0)]), None);
+        assert_eq!(CostModel::fit(&[]), None);
     }
 }

@@ -12,7 +12,7 @@ use super::calibration::Calibrated;
 use super::fill::fill_table;
 use super::gate::{unsteady_report, RunShape};
 use super::grid::{grid_table, Clock};
-use super::guest_records::{summary_json, sweep_series, sweep_summary, KernelBench};
+use super::guest_records::{summary_json, sweep_curves, sweep_summary, KernelBench};
 use super::host_noise;
 use super::model::fit_report;
 use super::options::BenchOptions;
@@ -108,7 +108,7 @@ fn write_outputs(
             ),
             "map size",
             "time (µs)",
-            &sweep_series(results),
+            &sweep_curves(results),
         ),
     )?;
     eprintln!(

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-pub struct Series {
+/// One line on the chart: its legend label and its (x, y) points.
+pub struct Curve {
     pub label: String,
     pub points: Vec<(f64, f64)>,
 }
@@ -70,8 +71,8 @@ struct Frame {
 }
 
 impl Frame {
-    fn new(series: &[Series]) -> Frame {
-        let pts = series
+    fn new(curves: &[Curve]) -> Frame {
+        let pts = curves
             .iter()
             .flat_map(|s| s.points.iter())
             .filter(|(x, y)| *x > 0.0 && *y > 0.0);
@@ -104,8 +105,8 @@ impl Frame {
     }
 }
 
-pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let f = Frame::new(series);
+pub fn svg(title: &str, x_label: &str, y_label: &str, curves: &[Curve]) -> String {
+    let f = Frame::new(curves);
     let mut o = String::new();
     writeln!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#).unwrap();
     writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#).unwrap();
@@ -118,7 +119,7 @@ pub fn svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Stri
     .unwrap();
     grid(&mut o, &f);
     axis_labels(&mut o, &f, x_label, y_label);
-    for (i, s) in series.iter().enumerate() {
+    for (i, s) in curves.iter().enumerate() {
         line(&mut o, &f, i, s);
     }
     o.push_str("</svg>\n");
@@ -187,8 +188,8 @@ fn axis_labels(o: &mut String, f: &Frame, x_label: &str, y_label: &str) {
     .unwrap();
 }
 
-/// Series `i`: its polyline, its points, and its legend entry.
-fn line(o: &mut String, f: &Frame, i: usize, s: &Series) {
+/// Curve `i`: its polyline, its points, and its legend entry.
+fn line(o: &mut String, f: &Frame, i: usize, s: &Curve) {
     let color = COLORS[i % COLORS.len()];
     let dash = if s.label.contains("alone") {
         r#" stroke-dasharray="2 3""#
@@ -242,18 +243,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_polyline_per_series_on_log_axes() {
-        let series = vec![
-            Series {
+    fn one_polyline_per_curve_on_log_axes() {
+        let curves = vec![
+            Curve {
                 label: "eager no access".into(),
                 points: vec![(4096.0, 5.0), (1073741824.0, 50000.0)],
             },
-            Series {
+            Curve {
                 label: "mainline <no> access".into(),
                 points: vec![(4096.0, 1.0), (1073741824.0, 1.5)],
             },
         ];
-        let s = svg("t", "x", "y", &series);
+        let s = svg("t", "x", "y", &curves);
         assert!(s.starts_with("<svg"));
         assert!(s.trim_end().ends_with("</svg>"));
         assert_eq!(s.matches("<polyline").count(), 2);

@@ -6,14 +6,14 @@ use std::fmt::Write as _;
 
 use super::grid::{combined, Clock, Combined, RowKey};
 use super::guest_records::{us, KernelBench, SEED_ROWS};
-use super::model::Model;
+use super::model::CostModel;
 
 fn seed_row(scenario: &'static str) -> RowKey {
     RowKey::find(scenario, 2048, 1).expect("the seed's rows are grid rows")
 }
 
 /// A kernel's cell and the figure its ratio to base is taken on.
-fn figures(c: &Combined, clock: Clock, model: Option<&Model>) -> (String, f64) {
+fn figures(c: &Combined, clock: Clock, model: Option<&CostModel>) -> (String, f64) {
     match (clock, model) {
         (Clock::Icount, Some(m)) => {
             let est = m.estimate_us(c.median_ns, c.user_faults);
@@ -38,7 +38,7 @@ fn figures(c: &Combined, clock: Clock, model: Option<&Model>) -> (String, f64) {
     }
 }
 
-pub fn seed_table(kernels: &[KernelBench], clock: Clock, model: Option<&Model>) -> String {
+pub fn seed_table(kernels: &[KernelBench], clock: Clock, model: Option<&CostModel>) -> String {
     let boots = kernels.first().map_or(0, |k| k.boots.len());
     let what = match (clock, model) {
         (Clock::Icount, Some(_)) => "guest instructions (thousands), user page faults, the model's time; ratios on the model",
@@ -120,7 +120,7 @@ mod tests {
         assert!(row.contains("0.50x"), "{row}");
         assert!(row.contains("226us") && row.contains("1.1us"), "{row}");
         // With the model, ratios are the model's: faults now count.
-        let m = Model {
+        let m = CostModel {
             us_per_instruction: 0.0001,
             us_per_fault: 0.1,
         };

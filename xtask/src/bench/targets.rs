@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use super::grid::{combined, pages_label, Clock, Combined, RowKey, PAGES, THREADS};
 use super::guest_records::KernelBench;
 use super::interval::{ratio_interval, verdict};
-use super::model::Model;
+use super::model::CostModel;
 use guest_common::protocol::MMAP_POPULATE_PAGES as POPULATE_PAGES;
 
 /// The timed targets: pattern, the kernel it is held against, the
@@ -105,7 +105,7 @@ fn timed_cell(
     other: &Combined,
     limit: f64,
     clock: Clock,
-    model: Option<&Model>,
+    model: Option<&CostModel>,
 ) -> (String, &'static str) {
     match clock {
         Clock::Icount => {
@@ -160,7 +160,7 @@ pub fn targets(
     kernels: &[KernelBench],
     head: &str,
     clock: Clock,
-    model: Option<&Model>,
+    model: Option<&CostModel>,
 ) -> Option<Targets> {
     let find = |name: &str| kernels.iter().find(|k| k.kernel == name);
     let (h, base, patched) = (find(head)?, find("eager")?, find("mainline")?);
@@ -371,7 +371,7 @@ mod tests {
                 }
             }
         }
-        let m = Model {
+        let m = CostModel {
             us_per_instruction: 0.0001,
             us_per_fault: 0.3,
         };
