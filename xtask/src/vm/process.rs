@@ -102,7 +102,8 @@ impl Drop for Reaper {
     }
 }
 
-enum Line {
+/// One line of QEMU's output: the guest's console or QEMU's own stderr.
+enum QemuOutput {
     Console(String),
     Stderr(String),
 }
@@ -150,10 +151,11 @@ pub fn run(
     };
     let stderr = child.0.stderr.take().context("qemu stderr")?;
     let tx2 = tx.clone();
-    let out_reader =
-        std::thread::spawn(move || read_lines(console, |l| tx.send(Line::Console(l)).is_ok()));
+    let out_reader = std::thread::spawn(move || {
+        read_lines(console, |l| tx.send(QemuOutput::Console(l)).is_ok())
+    });
     let err_reader =
-        std::thread::spawn(move || read_lines(stderr, |l| tx2.send(Line::Stderr(l)).is_ok()));
+        std::thread::spawn(move || read_lines(stderr, |l| tx2.send(QemuOutput::Stderr(l)).is_ok()));
 
     let mut watch = Watcher {
         log: BoundedLog::create(console_log, log_cap())?,
@@ -218,12 +220,12 @@ impl Watcher<'_> {
     fn until_end(
         &mut self,
         child: &mut Reaper,
-        rx: &mpsc::Receiver<Line>,
+        rx: &mpsc::Receiver<QemuOutput>,
         limits: &Limits,
         results: &Path,
     ) -> Result<VmEnd> {
-        let mut progress = Progress::new(results);
-        let mut output = limits.output.as_deref().map(Progress::new);
+        let mut progress = ChannelWatch::new(results);
+        let mut output = limits.output.as_deref().map(ChannelWatch::new);
         loop {
             if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
                 self.handle(line)?;
@@ -250,7 +252,7 @@ impl Watcher<'_> {
             if progress.verdict && still > POWER_OFF_GRACE {
                 return Ok(VmEnd::NoPowerOff);
             }
-            let quiet = output.as_mut().map_or(still, Progress::still_for);
+            let quiet = output.as_mut().map_or(still, ChannelWatch::still_for);
             if self.boot_secs.is_some() && quiet > limits.stall {
                 return Ok(VmEnd::Stalled);
             }
@@ -271,9 +273,9 @@ impl Watcher<'_> {
         })
     }
 
-    fn handle(&mut self, line: Line) -> Result<()> {
+    fn handle(&mut self, line: QemuOutput) -> Result<()> {
         match line {
-            Line::Console(l) => {
+            QemuOutput::Console(l) => {
                 if self.console_lines == 0 {
                     (self.on_guest_output)();
                 }
@@ -304,7 +306,7 @@ impl Watcher<'_> {
                 }
                 self.tail.push_back(l);
             }
-            Line::Stderr(l) => {
+            QemuOutput::Stderr(l) => {
                 self.log.write_line(&format!("[qemu stderr] {l}"))?;
                 if self.watch_kvm && qemu::is_kvm_failure(&l) {
                     self.kvm_failure.get_or_insert_with(|| l.clone());
@@ -321,18 +323,19 @@ impl Watcher<'_> {
 /// How long a guest may take to power off after its verdict.
 const POWER_OFF_GRACE: Duration = Duration::from_secs(15);
 
-/// Whether the results channel (a file QEMU appends to) is still growing,
-/// and whether the verdict is in.
-struct Progress<'a> {
+/// Watches a channel (a file QEMU appends to: the results, or a host
+/// command's output) for whether it is still growing and whether the
+/// verdict is in.
+struct ChannelWatch<'a> {
     path: &'a Path,
     len: u64,
     since: Instant,
     verdict: bool,
 }
 
-impl<'a> Progress<'a> {
-    fn new(path: &'a Path) -> Progress<'a> {
-        Progress {
+impl<'a> ChannelWatch<'a> {
+    fn new(path: &'a Path) -> ChannelWatch<'a> {
+        ChannelWatch {
             path,
             len: 0,
             since: Instant::now(),
@@ -502,7 +505,7 @@ mod tests {
         let t = crate::util::tempdir();
         let path = t.join("results.txt");
         fs::write(&path, b"").unwrap();
-        let mut p = Progress::new(&path);
+        let mut p = ChannelWatch::new(&path);
         std::thread::sleep(Duration::from_millis(30));
         assert!(p.still_for() >= Duration::from_millis(30));
         fs::write(&path, b"BPFLAB-START t01\n").unwrap();
