@@ -44,7 +44,7 @@ pub fn from_plain(spec: &KernelSpec, tree: &Path, build_dir: &Path) -> Result<bo
 
 /// The kernel built last in this run (base, or a variant of the series
 /// and its number of patches), in its tree (held by the run).
-pub struct Built<'a> {
+pub struct PreviousBuild<'a> {
     pub spec: &'a KernelSpec,
     pub tree: PathBuf,
     pub patches: usize,
@@ -61,7 +61,7 @@ pub struct Built<'a> {
 /// built from them stand; the others a new one, so make rebuilds what
 /// includes them. Whether it copied.
 pub fn from_earlier(
-    before: &Built,
+    before: &PreviousBuild,
     (spec, patches): (&KernelSpec, usize),
     tree: &Path,
     touched: &[String],

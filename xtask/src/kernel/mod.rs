@@ -287,21 +287,21 @@ pub fn build(args: &SourceConfig, specs: &[KernelSpec]) -> Result<Manifest> {
 
 /// Like `build`, and also hands back the locks of the kernels' trees, so
 /// the caller can take what it needs before another run may rebuild them.
-pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Held)> {
+pub fn build_locked(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, TreeLocks)> {
     in_cache(args, || build_specs(args, specs))
 }
 
 /// The locks of trees in the cache, held while the value lives: no other
 /// run prepares, builds or prunes them meanwhile.
 #[derive(Debug)]
-pub struct Held {
+pub struct TreeLocks {
     _trees: Vec<TreeLock>,
 }
 
 /// Holds the trees (or work directories: `kselftest`, `check`) `names`
 /// of `args`'s source, waiting for the runs that hold them. The caller
 /// holds no other lock of the cache.
-pub fn hold(args: &SourceConfig, names: &[&str]) -> Result<Held> {
+pub fn hold(args: &SourceConfig, names: &[&str]) -> Result<TreeLocks> {
     in_cache(args, || {
         let Opened { mut cache, key, .. } = open(args, None)?;
         lock_trees(&mut cache, &key, names)
@@ -317,7 +317,7 @@ pub fn hold_other_work(
     args: &SourceConfig,
     name: &str,
     done: &Path,
-) -> Result<Option<(PathBuf, Held)>> {
+) -> Result<Option<(PathBuf, TreeLocks)>> {
     in_cache(args, || {
         let Opened { mut cache, key, .. } = open(args, None)?;
         cache.release();
@@ -328,7 +328,7 @@ pub fn hold_other_work(
         let Some(lock) = cache.try_lock_tree(&other, name)? else {
             return Ok(None);
         };
-        let held = Held { _trees: vec![lock] };
+        let held = TreeLocks { _trees: vec![lock] };
         Ok(Some((sources.join(other).join(name), held)))
     })
 }
@@ -357,7 +357,7 @@ fn newest_other(sources: &Path, own: &str, rel: &Path) -> Result<Option<String>>
 /// Lets the cache's lock go and takes the trees' locks, in the order of
 /// their names, so that two runs that want the same trees never wait for
 /// each other each holding one.
-fn lock_trees(cache: &mut Cache, key: &str, names: &[&str]) -> Result<Held> {
+fn lock_trees(cache: &mut Cache, key: &str, names: &[&str]) -> Result<TreeLocks> {
     cache.release();
     let mut names = names.to_vec();
     names.sort_unstable();
@@ -366,10 +366,10 @@ fn lock_trees(cache: &mut Cache, key: &str, names: &[&str]) -> Result<Held> {
         .iter()
         .map(|n| cache.lock_tree(key, n))
         .collect::<Result<_>>()?;
-    Ok(Held { _trees: trees })
+    Ok(TreeLocks { _trees: trees })
 }
 
-fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, Held)> {
+fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, TreeLocks)> {
     let started = Instant::now();
     let Opened {
         source,
@@ -383,7 +383,7 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
     let mut trees = Trees::new(cache.source_dir(&key), &pristine, &series);
     let jobs = args.jobs;
     let mut kernels = Vec::new();
-    let mut before: Option<first_build::Built> = None;
+    let mut before: Option<first_build::PreviousBuild> = None;
     for spec in specs {
         // Only a branch's pristine tree is the cache's alone to realign
         // (a checkout's is the developer's, hard-linked).
@@ -405,7 +405,7 @@ fn build_specs(args: &SourceConfig, specs: &[KernelSpec]) -> Result<(Manifest, H
             first_build::from_earlier(b, (spec, v.patches), &path, &touched)?;
         }
         kernels.push(build_one(spec, tree, &cache, jobs)?);
-        before = Some(first_build::Built {
+        before = Some(first_build::PreviousBuild {
             spec,
             tree: path,
             patches: variant.map_or(0, |v| v.patches),
@@ -491,7 +491,7 @@ pub struct PreparedTrees {
     /// The source's directory in the cache (it holds both trees).
     pub source_dir: PathBuf,
     pub series: Series,
-    _held: Held,
+    _held: TreeLocks,
 }
 
 pub fn prepare_trees(args: &SourceConfig) -> Result<PreparedTrees> {
