@@ -25,7 +25,7 @@ where
     O: Send,
 {
     let queue = Queue {
-        state: Mutex::new(vec![Job::Waiting; jobs.len()]),
+        state: Mutex::new(vec![JobState::Waiting; jobs.len()]),
         changed: Condvar::new(),
     };
     let mut outcomes: Vec<Option<O>> = (0..jobs.len()).map(|_| None).collect();
@@ -55,15 +55,16 @@ where
         .collect()
 }
 
+/// Where a job of the queue stands.
 #[derive(Clone, Copy, PartialEq)]
-enum Job {
+enum JobState {
     Waiting,
     Running,
     Ended,
 }
 
 struct Queue {
-    state: Mutex<Vec<Job>>,
+    state: Mutex<Vec<JobState>>,
     changed: Condvar,
 }
 
@@ -74,19 +75,19 @@ impl Queue {
     fn take(&self, after: impl Fn(usize) -> Option<usize>) -> Option<usize> {
         let mut jobs = self.state.lock().expect("the queue's lock");
         loop {
-            let free = |i: usize| after(i).is_none_or(|first| jobs[first] == Job::Ended);
+            let free = |i: usize| after(i).is_none_or(|first| jobs[first] == JobState::Ended);
             let waiting: Vec<usize> = (0..jobs.len())
-                .filter(|&i| jobs[i] == Job::Waiting)
+                .filter(|&i| jobs[i] == JobState::Waiting)
                 .collect();
             if waiting.is_empty() {
                 return None;
             }
             if let Some(&i) = waiting.iter().find(|&&i| free(i)) {
-                jobs[i] = Job::Running;
+                jobs[i] = JobState::Running;
                 return Some(i);
             }
             assert!(
-                jobs.contains(&Job::Running),
+                jobs.contains(&JobState::Running),
                 "jobs {waiting:?} wait for each other: the queue's `after` has a cycle"
             );
             jobs = self.changed.wait(jobs).expect("the queue's lock");
@@ -94,7 +95,7 @@ impl Queue {
     }
 
     fn end(&self, i: usize) {
-        self.state.lock().expect("the queue's lock")[i] = Job::Ended;
+        self.state.lock().expect("the queue's lock")[i] = JobState::Ended;
         self.changed.notify_all();
     }
 }
