@@ -3,9 +3,11 @@
 //! ([`mount_what`]), panic payloads as text ([`panic_text`]),
 //! the /proc readers ([`proc`]), the results port ([`port`]), the one raw
 //! `bpf(2)` command both test programs issue themselves ([`bpf`]), and what
-//! the host harness shares with them: the results protocol ([`protocol`])
-//! and the list of kernel splats ([`splat`]).
+//! the host harness shares with them: the results protocol ([`protocol`]),
+//! the list of kernel splats ([`splat`]) and the bench's patterns and grid
+//! ([`bench`]).
 
+pub mod bench;
 pub mod bpf;
 pub mod cmdline;
 pub mod panic;

@@ -2,36 +2,18 @@
 //! 2 and 4 threads sharing one mapping. Each row carries its timed cycles,
 //! the user page faults a cycle takes (rusage: what the mapping's faults
 //! cost beyond the instructions), and for one thread the Rss the pattern
-//! leaves. The host's targets, model and regression gate read these rows.
+//! leaves. The host's targets, model and regression gate read these rows;
+//! the rows themselves are guest-common's (`bench/grid.rs`), shared with
+//! the host.
 
+use guest_common::bench::grid::{Pattern, PAGES, PATTERNS, THREADS};
 use serde::Serialize;
 
+use crate::access::Access;
 use crate::stats::{self, Summary};
 use crate::sys::{self, describe, ArrayMap, Mapping, Results};
 use crate::threads::{self, Mode};
 use crate::{apply_pattern, time_cycle, Scenario};
-
-/// Map sizes in pages: 4 KiB (libbpf's small .data and .bss maps), 64
-/// KiB, 1 MiB, the seed's 8 MiB and 64 MiB.
-pub const PAGES: [usize; 8] = [1, 16, 64, 128, 256, 512, 2048, 16384];
-
-/// The patterns: the seed's four rows, then reads, a reverse sweep and
-/// the sparse writes.
-pub const PATTERNS: [Scenario; 9] = [
-    Scenario::NopopulateNoaccess,
-    Scenario::NopopulateTouchall,
-    Scenario::ReadAll,
-    Scenario::ReverseSweep,
-    Scenario::PopulateNoaccess,
-    Scenario::PopulateTouchall,
-    Scenario::Stride2,
-    Scenario::SparseOneIn64,
-    Scenario::SparseRandom1pct,
-];
-
-/// Threads per row; 2 and 4 share one mapping, each taking its share of
-/// the pattern (a run of the sweeps, every n-th page of the others).
-pub const THREADS: [usize; 3] = [1, 2, 4];
 
 /// One grid row; kind "grid".
 #[derive(Serialize)]
@@ -70,14 +52,17 @@ pub fn run(results: &mut Results, iterations_per_row: usize) -> Result<(), Strin
     println!("\ngrid: patterns x sizes x threads (median cycle, faults per cycle):");
     results.drain();
     let _fifo = sys::Fifo::enter();
-    for pages in PAGES {
+    // The table counts in u64, as the records and the host do.
+    for &pages in PAGES {
+        let pages = pages as usize;
         let size = (pages * sys::PAGE) as u64;
         let map = ArrayMap::create(size).map_err(|e| describe("grid map", &e))?;
         let iterations = iterations(iterations_per_row, pages);
         let warmup = stats::warmup_rounds(iterations);
         let mut rows = vec![];
-        for threads in THREADS {
-            for scenario in PATTERNS {
+        for &threads in THREADS {
+            let threads = threads as usize;
+            for &Pattern { scenario, .. } in PATTERNS {
                 let row = measure(&map, scenario, threads, (warmup, iterations))
                     .map_err(|e| format!("grid {} {pages}p {threads}t: {e}", scenario.name()))?;
                 rows.push(record(&map, scenario, threads, row)?);
@@ -207,7 +192,7 @@ mod tests {
 
     #[test]
     fn every_pattern_but_no_access_touches_a_one_page_map() {
-        for s in PATTERNS {
+        for s in PATTERNS.iter().map(|p| p.scenario) {
             let accesses = s.touch() || !s.sparse_pages(1).is_empty();
             let idle = matches!(s, Scenario::NopopulateNoaccess | Scenario::PopulateNoaccess);
             assert_eq!(accesses, !idle, "{s:?}");

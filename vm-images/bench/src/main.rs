@@ -5,12 +5,15 @@
 //!
 //! Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 
+mod access;
 mod fill;
 mod grid;
 mod stats;
 mod sys;
 mod threads;
 
+use access::Access;
+use guest_common::bench::Scenario;
 use serde::Serialize;
 use stats::{Summary, MEMORY_TOUCH_MAX, SWEEP_TOUCH_MAX, TABLE_SIZE};
 use sys::{describe, ArrayMap, Mapping, Results};
@@ -28,95 +31,22 @@ struct Options {
     iterations: usize,
 }
 
-/// The four rows of the seed's table, and two sparse access patterns that
-/// show what mapping more than the touched page costs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scenario {
-    NopopulateNoaccess,
-    NopopulateTouchall,
-    PopulateNoaccess,
-    PopulateTouchall,
-    /// Write one page in every 64.
-    SparseOneIn64,
-    /// Write 1% of the pages, picked at random with a fixed seed.
-    SparseRandom1pct,
-    /// Write every second page.
-    Stride2,
-    /// Write every page, from the last to the first.
-    ReverseSweep,
-    /// Read every page, first to last: read faults take do_read_fault().
-    ReadAll,
-}
+/// The seed's table: its four rows, on an 8 MiB map.
+const TABLE_SCENARIOS: [Scenario; 4] = [
+    Scenario::NopopulateNoaccess,
+    Scenario::NopopulateTouchall,
+    Scenario::PopulateNoaccess,
+    Scenario::PopulateTouchall,
+];
 
-impl Scenario {
-    const TABLE: [Scenario; 4] = [
-        Scenario::NopopulateNoaccess,
-        Scenario::NopopulateTouchall,
-        Scenario::PopulateNoaccess,
-        Scenario::PopulateTouchall,
-    ];
-
-    /// Access patterns beyond the seed's table, each with its Rss.
-    const SPARSE: [Scenario; 5] = [
-        Scenario::SparseOneIn64,
-        Scenario::SparseRandom1pct,
-        Scenario::Stride2,
-        Scenario::ReverseSweep,
-        Scenario::ReadAll,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Scenario::NopopulateNoaccess => "nopopulate_noaccess",
-            Scenario::NopopulateTouchall => "nopopulate_touchall",
-            Scenario::PopulateNoaccess => "populate_noaccess",
-            Scenario::PopulateTouchall => "populate_touchall",
-            Scenario::SparseOneIn64 => "sparse_1in64",
-            Scenario::SparseRandom1pct => "sparse_random_1pct",
-            Scenario::Stride2 => "stride_2",
-            Scenario::ReverseSweep => "reverse_sweep",
-            Scenario::ReadAll => "nopopulate_readall",
-        }
-    }
-
-    /// The pages a pattern accesses, in order, of a mapping of `pages`
-    /// pages; empty for the seed's scenarios.
-    fn sparse_pages(self, pages: usize) -> Vec<usize> {
-        match self {
-            Scenario::SparseOneIn64 => (0..pages).step_by(64).collect(),
-            Scenario::SparseRandom1pct => stats::random_pages(pages, (pages / 100).max(1)),
-            Scenario::Stride2 => (0..pages).step_by(2).collect(),
-            Scenario::ReverseSweep => (0..pages).rev().collect(),
-            Scenario::ReadAll => (0..pages).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Whether the pattern goes through every page in order (either
-    /// way): threads sharing a mapping then split it into runs.
-    fn sweeps(self) -> bool {
-        self.touch() || matches!(self, Scenario::ReadAll | Scenario::ReverseSweep)
-    }
-
-    /// Whether the pattern reads its pages rather than writes them.
-    fn reads(self) -> bool {
-        self == Scenario::ReadAll
-    }
-
-    fn populate(self) -> bool {
-        matches!(
-            self,
-            Scenario::PopulateNoaccess | Scenario::PopulateTouchall
-        )
-    }
-
-    fn touch(self) -> bool {
-        matches!(
-            self,
-            Scenario::NopopulateTouchall | Scenario::PopulateTouchall
-        )
-    }
-}
+/// Access patterns beyond the seed's table, each with its Rss.
+const SPARSE_SCENARIOS: [Scenario; 5] = [
+    Scenario::SparseOneIn64,
+    Scenario::SparseRandom1pct,
+    Scenario::Stride2,
+    Scenario::ReverseSweep,
+    Scenario::ReadAll,
+];
 
 /// One timing result; `kind` is "scenario" (8 MiB table) or "sweep".
 #[derive(Serialize)]
@@ -257,7 +187,7 @@ fn run(opts: &Options) -> Result<(), String> {
 /// The seed's table: the four scenarios on an 8 MiB map, one block each.
 fn table(results: &mut Results, iterations: usize) -> Result<(), String> {
     let map = create_map(TABLE_SIZE)?;
-    let scenarios = Scenario::TABLE;
+    let scenarios = TABLE_SCENARIOS;
     let samples = stats::sample_blocks(
         scenarios.len(),
         stats::warmup_rounds(iterations),
@@ -347,7 +277,7 @@ fn threaded(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<
 /// table, then the mapping's Rss after one more, untimed, round of writes.
 fn sparse(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<(), String> {
     let pages = (map.size as usize) / sys::PAGE;
-    let patterns: Vec<Vec<usize>> = Scenario::SPARSE
+    let patterns: Vec<Vec<usize>> = SPARSE_SCENARIOS
         .iter()
         .map(|s| s.sparse_pages(pages))
         .collect();
@@ -355,11 +285,11 @@ fn sparse(results: &mut Results, map: &ArrayMap, iterations: usize) -> Result<()
         patterns.len(),
         stats::warmup_rounds(iterations),
         iterations,
-        |i| time_cycle(map, Scenario::SPARSE[i], &patterns[i]),
+        |i| time_cycle(map, SPARSE_SCENARIOS[i], &patterns[i]),
     )?;
     println!("\naccess patterns (no MAP_POPULATE), and Rss afterwards:");
     print_header();
-    for ((scenario, s), touched) in Scenario::SPARSE.iter().zip(&samples).zip(&patterns) {
+    for ((scenario, s), touched) in SPARSE_SCENARIOS.iter().zip(&samples).zip(&patterns) {
         emit_timing(results, "sparse", *scenario, map.size, s)?;
         let mapping = Mapping::new(map, false).map_err(|e| describe("mmap (sparse)", &e))?;
         let before = sys::minor_faults();
@@ -646,7 +576,7 @@ mod tests {
 
     #[test]
     fn scenario_flags() {
-        let flags: Vec<_> = Scenario::TABLE
+        let flags: Vec<_> = TABLE_SCENARIOS
             .iter()
             .map(|s| (s.name(), s.populate(), s.touch()))
             .collect();

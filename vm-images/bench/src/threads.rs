@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::thread;
 
+use crate::access::Access;
 use crate::stats;
 use crate::sys::{self, describe, ArrayMap, Mapping};
 use crate::Scenario;
@@ -183,13 +184,15 @@ pub fn iterations(iterations: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guest_common::bench::grid::{PAGES, PATTERNS};
 
     #[test]
     fn shares_split_the_pages_without_overlap() {
+        let grid = PATTERNS.iter().map(|p| p.scenario);
         for (scenario, pages) in SCENARIOS
-            .iter()
-            .chain(&crate::grid::PATTERNS)
-            .flat_map(|s| crate::grid::PAGES.map(|p| (*s, p)))
+            .into_iter()
+            .chain(grid)
+            .flat_map(|s| PAGES.iter().map(move |&p| (s, p as usize)))
         {
             for threads in [2, 4] {
                 let mut all: Vec<usize> = (0..threads)

@@ -1,29 +1,15 @@
-//! The grid's rows (`vm-images/bench/src/grid.rs`): every pattern at
-//! every map size, by 1, 2 and 4 threads, combined over boots; and the
-//! table of them.
+//! The grid's rows as the guest measured them
+//! (`vm-images/bench/src/grid.rs`, from the table both sides read,
+//! guest-common's `bench/grid.rs`): every pattern at every map size, by
+//! 1, 2 and 4 threads, combined over boots; and the table of them.
 
 use std::fmt::Write as _;
+
+use guest_common::bench::grid::{PAGES, PATTERNS, THREADS};
 
 use super::guest_records::{us, KernelBench, Record};
 use super::interval::median;
 use super::model::CostModel;
-
-/// Map sizes in pages, as the guest measures them.
-pub const PAGES: [u64; 8] = [1, 16, 64, 128, 256, 512, 2048, 16384];
-/// Threads per row: one, or 2 and 4 sharing one mapping.
-pub const THREADS: [u64; 3] = [1, 2, 4];
-/// The patterns (guest scenario names) and their labels.
-pub const PATTERNS: [(&str, &str); 9] = [
-    ("nopopulate_noaccess", "no access"),
-    ("nopopulate_touchall", "write all"),
-    ("nopopulate_readall", "read all"),
-    ("reverse_sweep", "write all, last first"),
-    ("populate_noaccess", "MAP_POPULATE"),
-    ("populate_touchall", "MAP_POPULATE, write all"),
-    ("stride_2", "write every 2nd page"),
-    ("sparse_1in64", "write 1 page in 64"),
-    ("sparse_random_1pct", "write 1% at random"),
-];
 
 /// What a guest time is: instructions counted by QEMU (icount, 1 ns
 /// each), or the host's wall clock seen through the guest.
@@ -54,11 +40,11 @@ impl RowKey {
     /// Every row of the grid, in the table's order.
     pub fn all() -> Vec<RowKey> {
         let mut rows = vec![];
-        for threads in THREADS {
-            for pages in PAGES {
-                for (scenario, _) in PATTERNS {
+        for &threads in THREADS {
+            for &pages in PAGES {
+                for p in PATTERNS {
                     rows.push(RowKey {
-                        scenario,
+                        scenario: p.scenario.name(),
                         pages,
                         threads,
                     });
@@ -78,8 +64,8 @@ impl RowKey {
     pub fn label(&self) -> &'static str {
         PATTERNS
             .iter()
-            .find(|(s, _)| *s == self.scenario)
-            .map_or(self.scenario, |(_, l)| l)
+            .find(|p| p.scenario.name() == self.scenario)
+            .map_or(self.scenario, |p| p.label)
     }
 
     /// "write all, 16 pages, 2 threads".
@@ -223,8 +209,8 @@ pub fn grid_table(kernels: &[KernelBench], clock: Clock, model: Option<&CostMode
         clock.name()
     );
     let width = if model.is_some() { 24 } else { 16 };
-    for threads in THREADS {
-        for pages in PAGES {
+    for &threads in THREADS {
+        for &pages in PAGES {
             let mut head = format!(
                 " {} thread{}, {}:",
                 threads,
@@ -236,15 +222,15 @@ pub fn grid_table(kernels: &[KernelBench], clock: Clock, model: Option<&CostMode
                 write!(head, "{:>width$}", k.kernel).unwrap();
             }
             writeln!(out, "{head}   spread").unwrap();
-            for (scenario, label) in PATTERNS {
+            for p in PATTERNS {
                 let key = RowKey {
-                    scenario,
+                    scenario: p.scenario.name(),
                     pages,
                     threads,
                 };
                 let rows: Vec<Option<Combined>> =
                     kernels.iter().map(|k| combined(k, &key)).collect();
-                let mut line = format!("  {label:<38}");
+                let mut line = format!("  {:<38}", p.label);
                 for r in &rows {
                     let text = r.as_ref().map_or("-".into(), |c| cell(c, clock, model));
                     write!(line, "{text:>width$}").unwrap();

@@ -4,10 +4,11 @@
 //! lines of `docs/bench/targets-met.txt`.
 
 use anyhow::{Context, Result};
+use guest_common::bench::grid::{PAGES, THREADS};
 
 use super::calibration::model_for;
 use super::gate::RecordRow;
-use super::grid::{Clock, PAGES, THREADS};
+use super::grid::Clock;
 use super::guest_records::{KernelBench, Record};
 use super::record::{read_record, targets_met_path};
 use super::targets::{self, RSS, TIMED};

@@ -7,10 +7,11 @@
 
 use std::fmt::Write as _;
 
-use super::grid::{combined, pages_label, Clock, Combined, RowKey, PAGES, THREADS};
+use super::grid::{combined, pages_label, Clock, Combined, RowKey};
 use super::guest_records::KernelBench;
 use super::interval::{ratio_interval, verdict};
 use super::model::CostModel;
+use guest_common::bench::grid::{PAGES, THREADS};
 use guest_common::protocol::MMAP_POPULATE_PAGES as POPULATE_PAGES;
 
 /// The timed targets: pattern, the kernel it is held against, the
@@ -55,7 +56,7 @@ impl Targets {
     /// (shown ratio, verdict) from `cell`, and the verdicts counted.
     fn line(&mut self, label: &str, cell: impl Fn(u64) -> (String, &'static str)) {
         let mut line = format!("  {label:<46}");
-        for pages in PAGES {
+        for &pages in PAGES {
             let (shown, word) = cell(pages);
             self.count(word);
             self.cells
@@ -180,11 +181,11 @@ pub fn targets(
     )
     .unwrap();
     let mut head_line = format!("  {:<46}", "");
-    for pages in PAGES {
+    for &pages in PAGES {
         write!(head_line, "{:>24}", pages_label(pages)).unwrap();
     }
     writeln!(t.text, "{head_line}").unwrap();
-    for threads in THREADS {
+    for &threads in THREADS {
         for (scenario, other, limit) in TIMED {
             let key = |pages| RowKey::find(scenario, pages, threads).expect("a grid row");
             let label = format!("{}, {threads}t, /{other} <= {limit:.1}x", key(1).label());
