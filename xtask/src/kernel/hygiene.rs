@@ -30,10 +30,23 @@ pub struct CheckpatchResult {
     pub report: String,
 }
 
-/// Runs the tree's checkpatch on every patch of the series. Patches are
-/// passed by absolute path: given a relative path from inside a git
-/// checkout, checkpatch reports false trailing-whitespace errors.
+/// Runs the tree's checkpatch on every patch of the series.
 pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>> {
+    let patches: Vec<(String, PathBuf)> = series
+        .own()
+        .iter()
+        .map(|p| (p.name.clone(), p.path.clone()))
+        .collect();
+    checkpatch_files(tree, &patches)
+}
+
+/// Runs the tree's checkpatch on each of `patches` (name, file). Patches
+/// are passed by absolute path: given a relative path from inside a git
+/// checkout, checkpatch reports false trailing-whitespace errors.
+pub fn checkpatch_files(
+    tree: &Path,
+    patches: &[(String, PathBuf)],
+) -> Result<Vec<CheckpatchResult>> {
     let script = tree.join("scripts/checkpatch.pl");
     if !script.is_file() {
         bail!(
@@ -45,11 +58,10 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
         .with_context(|| format!("reading {}/MAINTAINERS", tree.display()))?;
     let sh = crate::project::shell()?;
     let mut results = Vec::new();
-    for patch in series.own() {
-        let path = patch
-            .path
+    for (name, path) in patches {
+        let path = path
             .canonicalize()
-            .with_context(|| format!("resolving {}", patch.path.display()))?;
+            .with_context(|| format!("resolving {}", path.display()))?;
         // checkpatch looks a `Fixes:` id up in the git repository it runs
         // in, and ours holds no kernel commits: its warning for an id of
         // UPSTREAM_COMMITS is counted and named, not hidden, and
@@ -61,7 +73,7 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
         .quiet()
         .ignore_status()
         .output()
-        .with_context(|| format!("running checkpatch on {}", patch.name))?;
+        .with_context(|| format!("running checkpatch on {name}"))?;
         let mut report = String::from_utf8_lossy(&out.stdout).into_owned();
         let text =
             fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -81,7 +93,7 @@ pub fn checkpatch(tree: &Path, series: &Series) -> Result<Vec<CheckpatchResult>>
         let maintained = maintained_file_changes(&report, &text, &maintainers);
         let excused = upstream_ids.len() + usize::from(!maintained.is_empty());
         results.push(CheckpatchResult {
-            patch: patch.name.clone(),
+            patch: name.clone(),
             clean: is_clean(&total, excused) && unknown.is_empty(),
             total,
             upstream_ids,
@@ -230,11 +242,20 @@ fn set_identity(sh: &xshell::Shell) {
     }
 }
 
+/// What marks `source.git` whole; its name changed when the commit's
+/// date was fixed, so that older repositories are made again.
+const SOURCE_REPO_DONE: &str = "bpflab-complete-fixed-date";
+
+/// The one commit's identity and date: fixed, so that the commit's id is
+/// the tree's alone, the same on every machine, and a posting's
+/// `base-commit:` names it.
+const SOURCE_COMMIT_DATE: &str = "@1000000000 +0000";
+
 /// `<dir>/source.git`: the pristine tree as one commit, made once. Only
 /// the repository is written; the pristine tree is only read.
-fn source_repo(pristine: &Path, dir: &Path) -> Result<PathBuf> {
+pub fn source_repo(pristine: &Path, dir: &Path) -> Result<PathBuf> {
     let repo = dir.join("source.git");
-    if repo.join("bpflab-complete").is_file() {
+    if repo.join(SOURCE_REPO_DONE).is_file() {
         return Ok(repo);
     }
     let _ = fs::remove_dir_all(&repo);
@@ -253,11 +274,15 @@ fn source_repo(pristine: &Path, dir: &Path) -> Result<PathBuf> {
         .quiet()
         .run()
         .context("git add of the source")?;
+    let _dates = (
+        sh.push_env("GIT_AUTHOR_DATE", SOURCE_COMMIT_DATE),
+        sh.push_env("GIT_COMMITTER_DATE", SOURCE_COMMIT_DATE),
+    );
     cmd!(sh, "git commit --quiet --no-verify -m source")
         .quiet()
         .run()
         .context("committing the source")?;
-    fs::write(repo.join("bpflab-complete"), b"")?;
+    fs::write(repo.join(SOURCE_REPO_DONE), b"")?;
     Ok(repo)
 }
 
