@@ -41,6 +41,10 @@ pub enum Command {
     Vmtest(VmtestArgs),
     /// The series through checkpatch --strict, git am, W=1 and sparse.
     CheckPatches(CheckPatchesArgs),
+    /// Write the series as a posting (git format-patch on the tree's base,
+    /// a cover letter, your identity, get_maintainer.pl's addresses) to a
+    /// directory and an mbox; nothing is sent.
+    FormatSeries(FormatSeriesArgs),
     /// Run a host command (or a shell) in the test VM, the host shared in.
     Run(RunArgs),
     /// The BPF tree's own selftests (BPF CI's five runners), built from the
@@ -489,6 +493,24 @@ pub struct FuzzArgs {
 pub struct CheckPatchesArgs {
     #[command(flatten)]
     pub source: SourceArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FormatSeriesArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The posting's version: 1, then 2 for the next (v2 needs its
+    /// section in patches/changelog.txt).
+    #[arg(long = "version", default_value_t = 1, value_name = "N")]
+    pub series_version: u32,
+    /// Ask for comments only: `[RFC PATCH bpf-next]`, not `[PATCH
+    /// bpf-next]`.
+    #[arg(long)]
+    pub rfc: bool,
+    /// Where to write the posting (default: target/posting/vN); a
+    /// directory another posting left is replaced.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -26,6 +26,7 @@ mod kernel;
 mod kselftest;
 mod mutants;
 mod plan;
+mod posting;
 mod project;
 mod report;
 mod util;
@@ -60,6 +61,7 @@ fn main() -> std::process::ExitCode {
         Command::BuildKernel(args) => commands::build_kernel::run(args),
         Command::Vmtest(args) => commands::vmtest::run(args),
         Command::CheckPatches(args) => commands::check_patches::run(args),
+        Command::FormatSeries(args) => commands::format_series::run(args),
         Command::Run(args) => Ok(commands::run::run(args)),
         Command::Kselftest(args) => commands::kselftest::run(args),
         Command::Bench(args) => commands::bench::run(args),

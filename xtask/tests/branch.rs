@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{project, run_to_end, Ran};
+use common::{cache, project, run_to_end, Ran};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 /// The tree the repository is made of: the harness's default source,
@@ -62,18 +62,6 @@ fn recipe() -> String {
         PROBE_SOURCE,
     ]
     .join("\n")
-}
-
-/// The kernel cache, as the harness finds it.
-fn cache() -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    if let Some(dir) = env("BPFLAB_CACHE") {
-        return dir.into();
-    }
-    match env("XDG_CACHE_HOME") {
-        Some(dir) => Path::new(&dir).join("bpflab"),
-        None => Path::new(&env("HOME").expect("HOME")).join(".cache/bpflab"),
-    }
 }
 
 /// git in `repo`, with a fixed author, committer and date: the commits,

@@ -37,6 +37,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["kernel", "vm", "report", "project", "util", "build_orphans"],
     ),
     ("fuzz", &["kernel", "vm", "report", "project", "util"]),
+    ("posting", &["kernel", "bench", "project", "util"]),
     ("kernel", &["project", "util", "build_orphans"]),
     ("fresh_root", &["ci", "project", "util"]),
     ("ci", &["kernel", "project", "util", "workers"]),

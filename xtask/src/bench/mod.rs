@@ -29,3 +29,10 @@ mod shape;
 mod sparse;
 mod targets;
 mod threads;
+
+pub use gate::{BenchRecord, RecordRow};
+
+/// The bench record (`docs/bench/icount.json`), as `--record` wrote it.
+pub fn recorded() -> anyhow::Result<BenchRecord> {
+    record::read_record()
+}

@@ -99,6 +99,7 @@ mod tests {
             [
                 "kselftest-build",
                 "patches",
+                "posting",
                 "mutants",
                 "building-faults",
                 "mutant-faults",

@@ -59,6 +59,9 @@ fn queued(xt: &XtStep) -> Vec<Step> {
         // checkpatch --strict, git am, W=1 and sparse in trees of their
         // own (`check`), mostly on one core.
         xt("patches", "patch checks", &["check-patches"]),
+        // The posting written, applied with git am onto its base, and
+        // checkpatch'd as posted.
+        booting_tests("posting", "the posting, applied and checked", "posting"),
         // The plan against mutants of the series: each builds the
         // `mutant` kernel (one object and the link) and runs until the
         // first failure; --fresh, so CI proves them killed rather than
@@ -517,6 +520,7 @@ mod tests {
         let vmtest = KERNELS.map(|k| k.0);
         for n in vmtest.into_iter().chain([
             "patches",
+            "posting",
             "build",
             "kselftest-build",
             "kselftest",

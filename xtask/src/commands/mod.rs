@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod cache;
 pub mod check_patches;
 pub mod ci;
+pub mod format_series;
 pub mod fresh_root;
 pub mod fuzz;
 pub mod kselftest;

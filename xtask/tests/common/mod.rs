@@ -17,6 +17,18 @@ pub fn project() -> PathBuf {
         .to_path_buf()
 }
 
+/// The kernel cache, as the harness finds it.
+pub fn cache() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(dir) = env("BPFLAB_CACHE") {
+        return dir.into();
+    }
+    match env("XDG_CACHE_HOME") {
+        Some(dir) => Path::new(&dir).join("bpflab"),
+        None => Path::new(&env("HOME").expect("HOME")).join(".cache/bpflab"),
+    }
+}
+
 /// A finished run: its pid, exit status (-1 for a signal), stdout, stderr.
 pub struct Ran {
     pub pid: u32,

@@ -1,0 +1,243 @@
+//! A posting of the series as bpf-next takes it: `git format-patch`
+//! output on the tree's base (`--base`), versioned and prefixed, under
+//! the author's own identity, with a cover letter from the template kept
+//! with the series, each mail addressed by the tree's get_maintainer.pl,
+//! written to a directory, with the patches as one mbox for `git am` and
+//! the whole thread as another for b4. Each patch is held to checkpatch
+//! --strict as posted. Nothing is sent.
+
+pub mod cover;
+pub mod identity;
+pub mod recipients;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use xshell::cmd;
+
+use self::cover::Cover;
+use self::identity::Identity;
+use self::recipients::Recipients;
+use crate::kernel::hygiene::{self, CheckpatchResult};
+use crate::kernel::{self, SourceConfig};
+use crate::project;
+
+/// What a posting is: its version and whether it asks for comments only.
+#[derive(Debug, Clone)]
+pub struct PostingOptions {
+    pub version: u32,
+    pub rfc: bool,
+    /// Where to write it; None: `target/posting/v<N>`.
+    pub out: Option<PathBuf>,
+}
+
+impl PostingOptions {
+    /// The subject's prefix: `PATCH bpf-next`, or `RFC PATCH bpf-next`.
+    pub fn prefix(&self) -> &'static str {
+        match self.rfc {
+            true => "RFC PATCH bpf-next",
+            false => "PATCH bpf-next",
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            project::root()
+                .join("target/posting")
+                .join(format!("v{}", self.version))
+        })
+    }
+}
+
+/// A posting written.
+pub struct Posting {
+    pub dir: PathBuf,
+    /// The cover letter first, then each patch.
+    pub mails: Vec<PathBuf>,
+    /// The patches, for `git am` (which stops at an empty mail: the cover
+    /// letter).
+    pub mbox: PathBuf,
+    /// The cover letter and the patches, as the list gets them (b4).
+    pub thread: PathBuf,
+    /// The commit the series applies to, as `base-commit:` names it.
+    pub base: String,
+    /// Everyone the cover letter goes to.
+    pub recipients: Recipients,
+    pub checkpatch: Vec<CheckpatchResult>,
+}
+
+/// What marks a directory as a posting this command wrote, which it may
+/// replace.
+const MARK: &str = ".bpflab-posting";
+
+/// Writes the posting of the source's series.
+pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting> {
+    if options.version == 0 {
+        bail!("--version 0: a posting's versions start at 1");
+    }
+    let who = Identity::from_git_config(&project::root())?;
+    let template = read(&project::root().join(cover::TEMPLATE))?;
+    let changes = cover::changes_for(
+        &read(&project::root().join(cover::CHANGELOG))?,
+        options.version,
+    )?;
+    let dir = options.dir();
+    clear(&dir)?;
+    let trees = kernel::prepare_trees(source)?;
+    let head = trees.series.whole().name.clone();
+    let table = cover::bench_table(&crate::bench::recorded()?, &head)?;
+    let cover = cover::fill(&template, &table, &changes)?;
+    let repo = hygiene::source_repo(&trees.pristine, &trees.source_dir)?;
+    let work = trees.source_dir.join("posting-work");
+    let made = format_patches(&repo, &work, &trees.series, (&who, options), &dir);
+    let _ = fs::remove_dir_all(&work);
+    let (base, mails) = made?;
+    let recipients = address(&trees.pristine, &mails, &cover)?;
+    let mbox = dir.join("series.mbox");
+    write_mbox(&mbox, &mails[1..])?;
+    let thread = dir.join("thread.mbox");
+    write_mbox(&thread, &mails)?;
+    fs::write(dir.join(MARK), b"").context("marking the posting's directory")?;
+    let patches: Vec<(String, PathBuf)> = mails[1..]
+        .iter()
+        .map(|m| (file_name(m), m.clone()))
+        .collect();
+    let checkpatch = hygiene::checkpatch_files(&trees.pristine, &patches)?;
+    Ok(Posting {
+        dir,
+        mails,
+        mbox,
+        thread,
+        base,
+        recipients,
+        checkpatch,
+    })
+}
+
+/// Empties `dir` for a posting: one this command wrote is replaced,
+/// anything else refused.
+fn clear(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        let ours = dir.join(MARK).is_file();
+        let empty = fs::read_dir(dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !ours && !empty {
+            bail!(
+                "{} holds files this command did not write: give --out an empty or new directory",
+                dir.display()
+            );
+        }
+        fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// The series' own patches, made `who`'s, applied with git am in a
+/// clone of the source's repository at `work`, and formatted into `dir`:
+/// the base commit and the mails, cover letter first.
+fn format_patches(
+    repo: &Path,
+    work: &Path,
+    series: &kernel::series::Series,
+    (who, options): (&Identity, &PostingOptions),
+    dir: &Path,
+) -> Result<(String, Vec<PathBuf>)> {
+    let _ = fs::remove_dir_all(work);
+    let sh = project::shell()?;
+    cmd!(sh, "git clone --quiet --no-checkout --shared {repo} {work}")
+        .quiet()
+        .run()
+        .context("cloning the source repository for the posting")?;
+    sh.change_dir(work);
+    let files = series.touched_files();
+    cmd!(sh, "git sparse-checkout set --no-cone {files...}")
+        .quiet()
+        .run()
+        .context("git sparse-checkout")?;
+    cmd!(sh, "git checkout --quiet")
+        .quiet()
+        .run()
+        .context("git checkout")?;
+    let base = cmd!(sh, "git rev-parse HEAD").quiet().read()?;
+    let incoming = work.join(".posting-in");
+    fs::create_dir_all(&incoming)?;
+    let mut patches = Vec::new();
+    for p in series.own() {
+        let text = read(&p.path)?;
+        let path = incoming.join(&p.name);
+        fs::write(&path, identity::as_author(&text, who))?;
+        patches.push(path);
+    }
+    let (name, email) = (&who.name, &who.email);
+    let _committer = (
+        sh.push_env("GIT_COMMITTER_NAME", name),
+        sh.push_env("GIT_COMMITTER_EMAIL", email),
+    );
+    let am = cmd!(sh, "git am --quiet {patches...}")
+        .quiet()
+        .ignore_status()
+        .output()
+        .context("running git am")?;
+    if !am.status.success() {
+        bail!(
+            "git am does not apply the series onto its base {base}: {}",
+            crate::util::output_text(&am).trim()
+        );
+    }
+    let prefix = format!("--subject-prefix={}", options.prefix());
+    let version = format!("-v{}", options.version);
+    let versioned = (options.version > 1).then_some(version.as_str());
+    let base_arg = format!("--base={base}");
+    let range = format!("{base}..HEAD");
+    let written = cmd!(
+        sh,
+        "git format-patch --cover-letter --thread=shallow {prefix} {versioned...} {base_arg} -o {dir} {range}"
+    )
+    .quiet()
+    .read()
+    .context("git format-patch")?;
+    let mails = written.lines().map(PathBuf::from).collect();
+    Ok((base, mails))
+}
+
+/// Addresses each mail (get_maintainer.pl on each patch, the template's
+/// Cc on all) and writes the cover letter's text into its mail; who the
+/// cover letter goes to: everyone.
+fn address(tree: &Path, mails: &[PathBuf], cover: &Cover) -> Result<Recipients> {
+    let extra = Recipients {
+        to: Vec::new(),
+        cc: cover.cc.clone(),
+    };
+    let mut everyone = Recipients::default();
+    for mail in &mails[1..] {
+        let r = recipients::of_patch(tree, mail)?.merged(&extra);
+        everyone = everyone.merged(&r);
+        let text = recipients::with_headers(&read(mail)?, &r)?;
+        fs::write(mail, text).with_context(|| format!("writing {}", mail.display()))?;
+    }
+    let letter = cover::into_letter(&read(&mails[0])?, cover)?;
+    let letter = recipients::with_headers(&letter, &everyone)?;
+    fs::write(&mails[0], letter).with_context(|| format!("writing {}", mails[0].display()))?;
+    Ok(everyone)
+}
+
+/// The mails at `mails`, in order, as one mbox at `path`.
+fn write_mbox(path: &Path, mails: &[PathBuf]) -> Result<()> {
+    let mut all = String::new();
+    for m in mails {
+        all += &read(m)?;
+    }
+    fs::write(path, all).with_context(|| format!("writing {}", path.display()))
+}
+
+fn read(path: &Path) -> Result<String> {
+    fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
