@@ -493,6 +493,11 @@ pub struct FuzzArgs {
 pub struct CheckPatchesArgs {
     #[command(flatten)]
     pub source: SourceArgs,
+    /// Also every patch on its own: each prefix of the series built
+    /// (the objects it touches, W=1 and sparse), so that a patch that
+    /// breaks the build or warns is named even when a later one fixes it.
+    #[arg(long)]
+    pub each: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]

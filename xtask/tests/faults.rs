@@ -794,6 +794,78 @@ fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
     );
 }
 
+/// A patch that breaks arraymap.c's build (an undeclared name), and the
+/// one after it that takes the line out again.
+const BREAKING_PATCH: &str = "\
+diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
+--- a/kernel/bpf/arraymap.c
++++ b/kernel/bpf/arraymap.c
+@@ -609,6 +609,7 @@
+ static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
+ {
+ \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
++\tbpflab_undeclared = 1;
+ 
+ \tif (!(map->map_flags & BPF_F_MMAPABLE))
+ \t\treturn -EINVAL;
+";
+const MENDING_PATCH: &str = "\
+diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
+--- a/kernel/bpf/arraymap.c
++++ b/kernel/bpf/arraymap.c
+@@ -609,7 +609,6 @@
+ static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
+ {
+ \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
+-\tbpflab_undeclared = 1;
+ 
+ \tif (!(map->map_flags & BPF_F_MMAPABLE))
+ \t\treturn -EINVAL;
+";
+
+/// A variant of three patches whose middle one does not build and whose
+/// last mends it: the series builds, and `--each` names the middle one
+/// alone.
+#[test]
+#[ignore = "prepares kernel trees and builds objects: run by cargo xtask ci"]
+fn a_patch_that_breaks_the_build_is_named_though_the_next_fixes_it() {
+    let dir = std::env::temp_dir().join(format!("bpflab-each-patch-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let first = "0002-bpf-Map-the-faulting-page-of-an-mmap-able-array-map-directly.patch";
+    fs::copy(project.join("patches").join(first), dir.join(first)).unwrap();
+    fs::write(dir.join("0003-breaks.patch"), BREAKING_PATCH).unwrap();
+    fs::write(dir.join("0004-mends.patch"), MENDING_PATCH).unwrap();
+    let series = format!("[whole]\n{first}\n0003-breaks.patch\n0004-mends.patch\n");
+    fs::write(dir.join("series"), series).unwrap();
+    let (code, text) = run(&[
+        "check-patches",
+        "--each",
+        "--patches",
+        dir.to_str().unwrap(),
+    ]);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, TESTS_FAILED, "{text}");
+    // The whole series builds clean: only --each sees the break.
+    assert!(text.contains(" 0 new"), "{text}");
+    assert!(
+        text.contains(&format!("{first}: builds with W=1 and sparse, nothing new")),
+        "{text}"
+    );
+    assert!(text.contains("0003-breaks.patch: does not build"), "{text}");
+    assert!(text.contains("bpflab_undeclared"), "{text}");
+    assert!(
+        text.contains("0004-mends.patch: builds with W=1 and sparse, nothing new"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0003-breaks.patch on its own (does not build)"),
+        "{text}"
+    );
+    assert!(!text.contains("0004-mends.patch on its own"), "{text}");
+}
+
 /// Changes to the BPF tree's own tests: the mmap test holds the base
 /// kernel's behaviour (a fresh read-only mapping of a map is resident at
 /// once), and global_data never ends.

@@ -25,12 +25,14 @@ pub const GUEST_FAULTS: [&str; 10] = [
 
 /// The fault tests with caches or trees of their own, none of the
 /// kernels' trees: a full disk and a patch that does not apply (each in
-/// a cache of its own), and the maintainer's gates (the check trees).
-/// They run queued, beside test_progs' build (`queue::FREE_OF_KERNEL_TREES`).
-pub const OWN_CACHE_FAULTS: [&str; 3] = [
+/// a cache of its own), and the maintainer's gates (the check trees),
+/// of the series and of each patch on its own. They run queued, beside
+/// test_progs' build (`queue::FREE_OF_KERNEL_TREES`).
+pub const OWN_CACHE_FAULTS: [&str; 4] = [
     "a_full_cache_is_one_line_and_the_next_run_with_space_recovers",
     "patch_that_does_not_apply_is_named_and_nothing_is_applied",
     "a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate",
+    "a_patch_that_breaks_the_build_is_named_though_the_next_fixes_it",
 ];
 
 /// The fault tests of mutants: the control on a host that cannot boot

@@ -58,7 +58,11 @@ fn queued(xt: &XtStep) -> Vec<Step> {
     let steps = [
         // checkpatch --strict, git am, W=1 and sparse in trees of their
         // own (`check`), mostly on one core.
-        xt("patches", "patch checks", &["check-patches"]),
+        xt(
+            "patches",
+            "patch checks, each patch too",
+            &["check-patches", "--each"],
+        ),
         // The posting written, applied with git am onto its base, and
         // checkpatch'd as posted.
         booting_tests("posting", "the posting, applied and checked", "posting"),

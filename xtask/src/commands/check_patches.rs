@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::cli::CheckPatchesArgs;
-use crate::kernel::hygiene;
+use crate::kernel::each_patch::{self, PatchBuild};
+use crate::kernel::{hygiene, PreparedTrees};
 use crate::{hostdeps, kernel, project};
 
 pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
@@ -71,10 +72,39 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
     if !new.is_empty() {
         failed.push("W=1 + sparse".into());
     }
+    if args.each {
+        failed.extend(each_patch(&trees, &before, jobs)?);
+    }
     if failed.is_empty() {
         println!("patch checks: all passed");
         return Ok(ExitCode::SUCCESS);
     }
     println!("patch checks failed: {}", failed.join(", "));
     Ok(ExitCode::from(project::EXIT_TESTS_FAILED))
+}
+
+/// Every patch on its own (`--each`): what failed, by patch.
+fn each_patch(trees: &PreparedTrees, before: &str, jobs: usize) -> Result<Vec<String>> {
+    let mut failed = Vec::new();
+    for (patch, built) in each_patch::build_each(trees, before, jobs)? {
+        match built {
+            PatchBuild::Built { new } if new.is_empty() => crate::status!(
+                "each patch",
+                "{patch}: builds with W=1 and sparse, nothing new"
+            ),
+            PatchBuild::Built { new } => {
+                crate::status!("each patch", "{patch}: {} new diagnostic(s)", new.len());
+                for d in &new {
+                    eprintln!("    new: {d}");
+                }
+                failed.push(format!("{patch} on its own (W=1 + sparse)"));
+            }
+            PatchBuild::Failed(why) => {
+                crate::status!("each patch", "{patch}: does not build");
+                eprintln!("{why}");
+                failed.push(format!("{patch} on its own (does not build)"));
+            }
+        }
+    }
+    Ok(failed)
 }

@@ -12,6 +12,7 @@ pub mod choice;
 pub mod claim;
 pub mod debian;
 pub mod disk_usage;
+pub mod each_patch;
 pub mod extra;
 pub mod first_build;
 pub mod git;
@@ -488,6 +489,9 @@ pub struct PreparedTrees {
     pub pristine: PathBuf,
     pub base: PathBuf,
     pub patched: PathBuf,
+    /// Where each prefix of the series' own patches is built in turn
+    /// (`each_patch`).
+    pub each_patch: PathBuf,
     /// The source's directory in the cache (it holds both trees).
     pub source_dir: PathBuf,
     pub series: Series,
@@ -523,6 +527,7 @@ fn prepare_check_trees(args: &SourceConfig) -> Result<PreparedTrees> {
         pristine,
         base,
         patched,
+        each_patch: source_dir.join(CHECK_DIR).join("each-patch"),
         source_dir,
         series,
         _held: held,
