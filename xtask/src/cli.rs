@@ -557,6 +557,12 @@ pub struct RunArgs {
     /// A kernel splat on the console does not change the exit status.
     #[arg(long)]
     pub allow_splat: bool,
+    /// Exit as `git bisect run` takes it: 0 good; 1 bad (the command
+    /// failed, or the kernel panicked or splatted); 125 skip (the kernel
+    /// did not build, or its VM failed with no sign of the kernel's).
+    /// One kernel, no --expect.
+    #[arg(long, conflicts_with_all = ["expect", "shell"])]
+    pub bisect: bool,
     #[command(flatten)]
     pub timeout: TimeoutArg,
     #[command(flatten)]

@@ -6,11 +6,12 @@
 //! Exit status, on one kernel: the command's; 125 when the VM could not
 //! run it (setup, boot, a panic, a timeout); a kernel splat turns a 0
 //! into 1 unless `--allow-splat`. On several: 0 when every kernel did as
-//! expected, 1 when one did not, 125 when a VM could not run it.
+//! expected, 1 when one did not, 125 when a VM could not run it. With
+//! `--bisect`, as `git bisect run` takes it (`command::bisect_exit`).
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::cli::RunArgs;
 use crate::expect;
@@ -24,12 +25,14 @@ use crate::vm::targets::BootConfig;
 pub const EXIT_VM: u8 = 125;
 
 pub fn run(args: RunArgs) -> ExitCode {
-    match run_command(&args) {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::from(EXIT_VM)
-        }
+    let ran = run_command(&args);
+    if let Err(err) = &ran {
+        eprintln!("error: {err:#}");
+    }
+    match (args.bisect, ran) {
+        (true, ran) => ExitCode::from(command::bisect_exit(&ran)),
+        (false, Ok(code)) => ExitCode::from(code),
+        (false, Err(_)) => ExitCode::from(EXIT_VM),
     }
 }
 
@@ -56,6 +59,9 @@ fn run_command(args: &RunArgs) -> Result<u8> {
     let source = args.source.config()?;
     let chosen = boot.choose(&source, Sides::Own)?;
     let several = chosen.kernels.len() > 1 || !expectations.is_empty();
+    if several && args.bisect {
+        bail!("--bisect judges one kernel: give one --kernel");
+    }
     if several {
         command::check_each(&options, &host_command)?;
     }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use guest_common::request::HostCommand;
 
+use super::failed::{KernelSign, VmFailed};
 use super::process::VmOutcome;
 use super::session::{self, BootSpec, GuestRun, SessionOptions};
 use super::share::{ShareChoice, Sharing};
@@ -172,11 +173,12 @@ fn exit_code(ran: &GuestRun, allow_splat: bool, vmlinux: Option<&Path>) -> Resul
     )
 }
 
-/// The command's own exit status, as the guest saw it; the kernel's
-/// splats are printed after its output.
+/// The command's own exit status, as the guest saw it (a VM that
+/// failed: a `CommandVmFailed` error); the kernel's splats are printed
+/// after its output.
 fn command_status(ran: &GuestRun, vmlinux: Option<&Path>) -> Result<u8> {
-    if let Some(why) = &ran.vm_failure {
-        bail!("{why}");
+    if let Some(failed) = &ran.vm_failure {
+        return Err(CommandVmFailed(failed.clone()).into());
     }
     let verdict = &ran.report.verdict;
     let status = verdict
@@ -184,6 +186,37 @@ fn command_status(ran: &GuestRun, vmlinux: Option<&Path>) -> Result<u8> {
         .with_context(|| format!("the guest's verdict has no exit status: {}", verdict.detail))?;
     report_splats(&ran.outcome, vmlinux);
     Ok(status)
+}
+
+/// The VM that was to run the command failed (so the command has no
+/// status of its own): what `run` returns, typed, for `--bisect`.
+#[derive(Debug)]
+pub struct CommandVmFailed(pub VmFailed);
+
+impl std::fmt::Display for CommandVmFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for CommandVmFailed {}
+
+/// `git bisect run`'s exit code: 0 good; 1 bad (the command failed, or
+/// the kernel panicked or splatted before it could say); 125 skip (the
+/// kernel did not build, or the VM failed with no sign of the kernel's:
+/// the commit says nothing). The command's own 125 to 255 are bad too,
+/// as bisect would take them for a skip or abort.
+pub fn bisect_exit(ran: &Result<u8>) -> u8 {
+    const BAD: u8 = 1;
+    const SKIP: u8 = 125;
+    match ran {
+        Ok(0) => 0,
+        Ok(_) => BAD,
+        Err(e) => match e.downcast_ref::<CommandVmFailed>() {
+            Some(CommandVmFailed(f)) if f.sign != KernelSign::Nothing => BAD,
+            _ => SKIP,
+        },
+    }
 }
 
 /// How many processes the OOM killer killed, by the console at `log`
@@ -282,6 +315,29 @@ fn guest_env(
 mod tests {
     use super::*;
     use std::ffi::OsString;
+
+    /// A commit whose kernel panics or splats is bad; one whose kernel
+    /// does not build, or whose VM the host failed, is skipped; any status
+    /// of the command's own but 0 is bad, 125 and above too.
+    #[test]
+    fn bisect_takes_the_kernels_failures_as_bad_and_the_hosts_as_skips() {
+        let vm = |sign| -> Result<u8> {
+            let failed = VmFailed {
+                sign,
+                ..VmFailed::of_host("the guest hung".into())
+            };
+            Err(CommandVmFailed(failed).into())
+        };
+        assert_eq!(bisect_exit(&Ok(0)), 0);
+        for status in [1, 2, 125, 127, 139] {
+            assert_eq!(bisect_exit(&Ok(status)), 1, "status {status}");
+        }
+        assert_eq!(bisect_exit(&vm(KernelSign::Panicked)), 1);
+        assert_eq!(bisect_exit(&vm(KernelSign::Splat("BUG: x".into()))), 1);
+        assert_eq!(bisect_exit(&vm(KernelSign::Nothing)), 125);
+        let build: Result<u8> = Err(anyhow::anyhow!("make failed: the panicked kernel"));
+        assert_eq!(bisect_exit(&build), 125, "text is never read");
+    }
 
     #[test]
     fn cargo_run_variables_stay_on_the_host() {
