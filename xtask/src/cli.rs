@@ -516,6 +516,11 @@ pub struct FormatSeriesArgs {
     /// directory another posting left is replaced.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// The cover letter of a series of your own (--kernel-src): a subject
+    /// line, Cc: lines, a blank line, the body (@CHANGELOG@ takes
+    /// changelog.txt beside it); this project's is patches/cover-letter.txt.
+    #[arg(long, value_name = "FILE")]
+    pub cover: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]

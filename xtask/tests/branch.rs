@@ -298,3 +298,113 @@ fn a_new_test_that_skips_on_the_branch_fails_naming_it() {
     let on_base = format!("test_progs:{PROBE_TEST} skips on base");
     assert!(!ks.stderr.contains(&on_base), "{}", ks.stderr);
 }
+
+/// format-series of the branch with `args`, as a user with a name.
+fn format_series(args: &[&str]) -> Ran {
+    let mut c = Command::new(XTASK);
+    c.arg("format-series")
+        .arg("--kernel-src")
+        .arg(repository())
+        .args(["--base", "main", "--head", BRANCH])
+        .args(args)
+        .env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "user.name")
+        .env("GIT_CONFIG_VALUE_0", "Ada Lovelace")
+        .env("GIT_CONFIG_KEY_1", "user.email")
+        .env("GIT_CONFIG_VALUE_1", "ada@example.org")
+        .current_dir(project())
+        .stdin(Stdio::null());
+    run_to_end(c, Duration::from_secs(900))
+}
+
+/// A branch is posted as the project's series is, with a cover letter
+/// of its own (the project's is refused: its table is this series'),
+/// its commits' authors kept, and checkpatch holding each patch: the
+/// branch's commits have no Signed-off-by, and it says so.
+#[test]
+#[ignore = "prepares the branch's check trees and runs checkpatch: run by cargo xtask ci"]
+fn a_branch_is_posted_with_its_own_cover_letter_and_checked() {
+    let dir = std::env::temp_dir().join(format!("bpflab-branch-posting-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("posting");
+    let cover = dir.join("cover.txt");
+    fs::write(&cover, format!("{CHANGE}\n\nArray maps take the flag.\n")).unwrap();
+    let out_arg = out.to_str().unwrap();
+
+    let refused = format_series(&["--out", out_arg]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--cover FILE"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!out.exists(), "nothing written before the refusal");
+
+    let ran = format_series(&["--out", out_arg, "--cover", cover.to_str().unwrap()]);
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.code, 1, "{said}");
+    assert!(
+        said.contains("wrote 3 mails (the cover letter and 2 patches)"),
+        "{said}"
+    );
+    assert!(said.contains("Missing Signed-off-by"), "{said}");
+    assert!(
+        said.contains("checkpatch --strict is not clean on: 0001-"),
+        "{said}"
+    );
+    let letter = fs::read_to_string(out.join("0000-cover-letter.patch")).unwrap();
+    assert!(
+        letter.contains(&format!("[PATCH bpf-next 0/2] {CHANGE}"))
+            && letter.contains("Array maps take the flag."),
+        "{letter}"
+    );
+    let first = fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("0001-")
+        })
+        .unwrap();
+    let patch = fs::read_to_string(first).unwrap();
+    assert!(
+        patch.contains("\nFrom: bpflab <bpflab@localhost>\n"),
+        "{patch}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A branch goes through the maintainer's gates as the project's series
+/// does, each patch on its own too: its change builds clean at each
+/// prefix, and checkpatch names the missing Signed-off-by.
+#[test]
+#[ignore = "builds the branch's objects with W=1 and sparse: run by cargo xtask ci"]
+fn a_branch_goes_through_the_gates_patch_by_patch() {
+    let mut c = Command::new(XTASK);
+    c.arg("check-patches")
+        .arg("--each")
+        .arg("--kernel-src")
+        .arg(repository())
+        .args(["--base", "main", "--head", BRANCH])
+        .current_dir(project())
+        .stdin(Stdio::null());
+    let ran = run_to_end(c, Duration::from_secs(1200));
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.code, 1, "{said}");
+    let built = said
+        .lines()
+        .filter(|l| {
+            l.starts_with("[each patch] 000")
+                && l.ends_with("builds with W=1 and sparse, nothing new")
+        })
+        .count();
+    assert_eq!(
+        built, 2,
+        "each of the branch's two patches on its own: {said}"
+    );
+    assert!(said.contains("Missing Signed-off-by"), "{said}");
+    assert!(!said.contains("on its own ("), "{said}");
+}

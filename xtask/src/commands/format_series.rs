@@ -17,6 +17,7 @@ pub fn run(args: FormatSeriesArgs) -> Result<ExitCode> {
         version: args.series_version,
         rfc: args.rfc,
         out: args.out.clone(),
+        cover: args.cover.clone(),
     };
     let posting = posting::write(&source, &options)?;
     let mut unclean = Vec::new();

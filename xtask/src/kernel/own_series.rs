@@ -71,7 +71,7 @@ fn own_word(word: &str) -> bool {
 
 /// What makes `series` another than this one, if anything does: a
 /// branch, or a variant of another name.
-fn other_series(source: &SourceConfig, series: &Series) -> Option<String> {
+pub fn other_series(source: &SourceConfig, series: &Series) -> Option<String> {
     let names = series.variant_names();
     if source.git.is_some() {
         return Some(format!(

@@ -25,12 +25,13 @@ pub struct Cover {
     pub body: String,
 }
 
-/// The template filled in with `table` and `changes`.
-pub fn fill(template: &str, table: &str, changes: &str) -> Result<Cover> {
+/// The template filled in with `table` (None: the template must not ask
+/// for it) and `changes` (where it asks for them).
+pub fn fill(template: &str, table: Option<&str>, changes: &str) -> Result<Cover> {
     let mut lines = template.lines().filter(|l| !l.starts_with('#'));
     let subject = lines.next().unwrap_or_default().trim().to_string();
     if subject.is_empty() {
-        bail!("{TEMPLATE} starts with no subject line: put the cover letter's subject first");
+        bail!("the cover letter starts with no subject line: put its subject first");
     }
     let mut cc = Vec::new();
     for line in lines.by_ref() {
@@ -40,19 +41,28 @@ pub fn fill(template: &str, table: &str, changes: &str) -> Result<Cover> {
         match line.strip_prefix("Cc:") {
             Some(to) => cc.push(to.trim().to_string()),
             None => bail!(
-                "{TEMPLATE}: `{line}` after the subject: only `Cc:` lines go there, then a blank line"
+                "the cover letter's `{line}` after the subject: only `Cc:` lines go there, then a \
+                 blank line"
             ),
         }
     }
     let body: Vec<&str> = lines.collect();
     let body = body.join("\n");
-    for mark in [TABLE_MARK, CHANGES_MARK] {
-        if !body.contains(mark) {
-            bail!("{TEMPLATE} has no {mark} line: the body says where it goes");
+    match (table, body.contains(TABLE_MARK)) {
+        (Some(_), false) => {
+            bail!("the cover letter has no {TABLE_MARK} line: the body says where the table goes")
         }
+        (None, true) => bail!(
+            "the cover letter asks for {TABLE_MARK}, the bench record of this project's own \
+             series: leave it out of your series' cover letter"
+        ),
+        _ => {}
+    }
+    if !changes.is_empty() && !body.contains(CHANGES_MARK) {
+        bail!("the cover letter has no {CHANGES_MARK} line: the body says where the changes go");
     }
     let body = body
-        .replace(TABLE_MARK, table.trim_end())
+        .replace(TABLE_MARK, table.unwrap_or_default().trim_end())
         .replace(CHANGES_MARK, changes.trim_end());
     Ok(Cover {
         subject,
@@ -209,13 +219,22 @@ mod tests {
 
     #[test]
     fn the_template_takes_the_table_and_the_changes() {
-        let c = fill(TEMPLATE_TEXT, "TABLE\n", "v2:\n - x\n").unwrap();
+        let c = fill(TEMPLATE_TEXT, Some("TABLE\n"), "v2:\n - x\n").unwrap();
         assert_eq!(c.subject, "bpf: Fewer faults");
         assert_eq!(c.cc, ["linux-mm@kvack.org"]);
         assert_eq!(c.body, "Why.\n\nTABLE\n\nv2:\n - x\n");
-        let no_mark = fill("s\n\nbody\n@CHANGELOG@\n", "", "").unwrap_err();
+        let no_mark = fill("s\n\nbody\n@CHANGELOG@\n", Some(""), "").unwrap_err();
         assert!(no_mark.to_string().contains("@BENCH_TABLE@"), "{no_mark}");
-        let stray = fill("s\nTo: x\n\n@BENCH_TABLE@ @CHANGELOG@", "", "").unwrap_err();
+        let theirs = fill("s\n\nbody\n@BENCH_TABLE@\n", None, "").unwrap_err();
+        assert!(theirs.to_string().contains("own series"), "{theirs}");
+        let plain = fill("s\n\nJust why.\n", None, "").unwrap();
+        assert_eq!(plain.body, "Just why.\n");
+        let no_changes = fill("s\n\nWhy.\n", None, "v2:\n - x").unwrap_err();
+        assert!(
+            no_changes.to_string().contains("@CHANGELOG@"),
+            "{no_changes}"
+        );
+        let stray = fill("s\nTo: x\n\n@BENCH_TABLE@ @CHANGELOG@", Some(""), "").unwrap_err();
         assert!(stray.to_string().contains("only `Cc:` lines"), "{stray}");
     }
 

@@ -20,7 +20,7 @@ use self::cover::Cover;
 use self::identity::Identity;
 use self::recipients::Recipients;
 use crate::kernel::hygiene::{self, CheckpatchResult};
-use crate::kernel::{self, SourceConfig};
+use crate::kernel::{self, own_series, SourceConfig};
 use crate::project;
 
 /// What a posting is: its version and whether it asks for comments only.
@@ -30,6 +30,10 @@ pub struct PostingOptions {
     pub rfc: bool,
     /// Where to write it; None: `target/posting/v<N>`.
     pub out: Option<PathBuf>,
+    /// The cover letter's template (a series of your own's; its
+    /// changelog, if any, is `changelog.txt` beside it); None: this
+    /// project's, for its own series.
+    pub cover: Option<PathBuf>,
 }
 
 impl PostingOptions {
@@ -77,17 +81,23 @@ pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting>
         bail!("--version 0: a posting's versions start at 1");
     }
     let who = Identity::from_git_config(&project::root())?;
-    let template = read(&project::root().join(cover::TEMPLATE))?;
-    let changes = cover::changes_for(
-        &read(&project::root().join(cover::CHANGELOG))?,
-        options.version,
-    )?;
+    let letter = Letter::read(options)?;
     let dir = options.dir();
-    clear(&dir)?;
     let trees = kernel::prepare_trees(source)?;
-    let head = trees.series.whole().name.clone();
-    let table = cover::bench_table(&crate::bench::recorded()?, &head)?;
-    let cover = cover::fill(&template, &table, &changes)?;
+    let other = own_series::other_series(source, &trees.series);
+    let table = match (&options.cover, other) {
+        (Some(_), _) => None,
+        (None, None) => {
+            let head = trees.series.whole().name.clone();
+            Some(cover::bench_table(&crate::bench::recorded()?, &head)?)
+        }
+        (None, Some(what)) => bail!(
+            "{what}: the project's cover letter is its own series'; give yours with --cover FILE \
+             (a subject line, Cc: lines, a blank line, the body)"
+        ),
+    };
+    let cover = cover::fill(&letter.template, table.as_deref(), &letter.changes)?;
+    clear(&dir)?;
     let repo = hygiene::source_repo(&trees.pristine, &trees.source_dir)?;
     let work = trees.source_dir.join("posting-work");
     let made = format_patches(&repo, &work, &trees.series, (&who, options), &dir);
@@ -113,6 +123,44 @@ pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting>
         recipients,
         checkpatch,
     })
+}
+
+/// The cover letter's template and the changes of this version, read
+/// before anything is prepared.
+struct Letter {
+    template: String,
+    changes: String,
+}
+
+impl Letter {
+    fn read(options: &PostingOptions) -> Result<Letter> {
+        let (template, changelog) = match &options.cover {
+            None => (
+                project::root().join(cover::TEMPLATE),
+                Some(project::root().join(cover::CHANGELOG)),
+            ),
+            Some(given) => {
+                let beside = given.with_file_name("changelog.txt");
+                (given.clone(), beside.is_file().then_some(beside))
+            }
+        };
+        let changes = match changelog {
+            Some(log) => cover::changes_for(&read(&log)?, options.version)?,
+            None if options.version > 1 => bail!(
+                "--version {}: say what changed since v{} in changelog.txt beside {} (`v{}:` and \
+                 the changes under it), and put @CHANGELOG@ in the cover letter",
+                options.version,
+                options.version - 1,
+                template.display(),
+                options.version
+            ),
+            None => String::new(),
+        };
+        Ok(Letter {
+            template: read(&template)?,
+            changes,
+        })
+    }
 }
 
 /// Empties `dir` for a posting: one this command wrote is replaced,
