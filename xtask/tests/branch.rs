@@ -408,3 +408,82 @@ fn a_branch_goes_through_the_gates_patch_by_patch() {
     assert!(said.contains("Missing Signed-off-by"), "{said}");
     assert!(!said.contains("on its own ("), "{said}");
 }
+
+/// `git bisect run` over the reverted branch with `run --bisect`: good at
+/// the change, bad at the revert, the test commit between them tested
+/// (its kernel built and booted). Bisect names the revert. In a worktree
+/// of its own, so the repository's checkout is left as it is. The
+/// command's failing status is bad, not skip: the unit test of
+/// `bisect_exit` holds that, as this bisect meets a good commit only.
+#[test]
+#[ignore = "builds and boots a kernel per bisect step: run by cargo xtask ci"]
+fn git_bisect_run_names_the_commit_that_broke_the_test() {
+    let repo = repository();
+    // One place, so that each run finds the kernels the last one built
+    // (the harness names a source after its directory).
+    let tree = cache().join("test-repos/bisect");
+    if tree.exists() {
+        git(
+            &repo,
+            &["worktree", "remove", "--force", tree.to_str().unwrap()],
+        );
+    }
+    let wt = tree.to_str().unwrap();
+    // Checked out sparsely (the harness reads commits with git, not the
+    // checkout's files): seconds, not a minute of 96,000 files.
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--no-checkout",
+            "--detach",
+            wt,
+            REVERTED,
+        ],
+    );
+    git(
+        &tree,
+        &["sparse-checkout", "set", "--no-cone", "/MAINTAINERS"],
+    );
+    git(&tree, &["checkout", "-q", "--detach", REVERTED]);
+    let good = format!("{BRANCH}~1");
+    let step = format!(
+        "cd {} && {XTASK} run --bisect --kernel-src {wt} --base {good} --kernel branch \
+         --accel tcg -- {}",
+        project().display(),
+        c_test().display()
+    );
+    git(&tree, &["bisect", "start", REVERTED, &good]);
+    let mut c = Command::new("git");
+    c.arg("-C")
+        .arg(&tree)
+        .args(["bisect", "run", "sh", "-c", &step]);
+    let ran = run_to_end(c, Duration::from_secs(1800));
+    let log = git_out(&tree, &["bisect", "log"]);
+    git(&tree, &["bisect", "reset"]);
+    git(&repo, &["worktree", "remove", "--force", wt]);
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.code, 0, "{said}\n{log}");
+    assert!(said.contains("is the first bad commit"), "{said}");
+    let revert = format!("Revert \"{CHANGE}\"");
+    let blamed = said
+        .split("is the first bad commit")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(blamed.contains(&revert), "{said}");
+    // The test commit between was tested, not skipped.
+    assert!(log.contains("# good:") && !log.contains("# skip:"), "{log}");
+}
+
+/// git's stdout in `repo`.
+fn git_out(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
