@@ -504,12 +504,13 @@ pub struct CheckPatchesArgs {
 pub struct FormatSeriesArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// The posting's version: 1, then 2 for the next (v2 needs its
-    /// section in patches/changelog.txt).
-    #[arg(long = "version", default_value_t = 1, value_name = "N")]
-    pub series_version: u32,
-    /// Ask for comments only: `[RFC PATCH bpf-next]`, not `[PATCH
-    /// bpf-next]`.
+    /// The posting's version (default: the newest `vN:` of the
+    /// changelog, kept with the series; 1 without one). v2 and later need
+    /// their section there.
+    #[arg(long = "version", value_name = "N")]
+    pub series_version: Option<u32>,
+    /// Ask for comments only: `[RFC PATCH bpf-next]`, whatever the cover
+    /// letter's `Prefix:` line says (without either, `[PATCH bpf-next]`).
     #[arg(long)]
     pub rfc: bool,
     /// Where to write the posting (default: target/posting/vN); a

@@ -1,6 +1,6 @@
 //! The cover letter, from the template kept with the series
 //! (`patches/cover-letter.txt`: a subject line, `Cc:` lines for every
-//! mail, a blank line, the body) with the bench record's table and the
+//! mail and a `Prefix:` for their subjects, a blank line, the body) with the bench record's table and the
 //! changelog of this version (`patches/changelog.txt`) put in where the
 //! body says.
 
@@ -22,6 +22,8 @@ const CHANGES_MARK: &str = "@CHANGELOG@";
 pub struct Cover {
     pub subject: String,
     pub cc: Vec<String>,
+    /// The subjects' prefix (`RFC PATCH bpf-next`), if the template says.
+    pub prefix: Option<String>,
     pub body: String,
 }
 
@@ -33,17 +35,20 @@ pub fn fill(template: &str, table: Option<&str>, changes: &str) -> Result<Cover>
     if subject.is_empty() {
         bail!("the cover letter starts with no subject line: put its subject first");
     }
-    let mut cc = Vec::new();
+    let (mut cc, mut prefix) = (Vec::new(), None);
     for line in lines.by_ref() {
         if line.trim().is_empty() {
             break;
         }
-        match line.strip_prefix("Cc:") {
-            Some(to) => cc.push(to.trim().to_string()),
-            None => bail!(
-                "the cover letter's `{line}` after the subject: only `Cc:` lines go there, then a \
-                 blank line"
-            ),
+        if let Some(to) = line.strip_prefix("Cc:") {
+            cc.push(to.trim().to_string());
+        } else if let Some(p) = line.strip_prefix("Prefix:") {
+            prefix = Some(p.trim().to_string());
+        } else {
+            bail!(
+                "the cover letter's `{line}` after the subject: only `Cc:` and `Prefix:` lines go \
+                 there, then a blank line"
+            );
         }
     }
     let body: Vec<&str> = lines.collect();
@@ -67,8 +72,19 @@ pub fn fill(template: &str, table: Option<&str>, changes: &str) -> Result<Cover>
     Ok(Cover {
         subject,
         cc,
+        prefix,
         body: body.trim().to_string() + "\n",
     })
+}
+
+/// The newest version the changelog has a section for, if any.
+pub fn newest_version(changelog: &str) -> Option<u32> {
+    changelog.lines().filter_map(version_of).max()
+}
+
+/// The version a changelog line heads (`v2:`), if it heads one.
+fn version_of(line: &str) -> Option<u32> {
+    line.strip_prefix('v')?.strip_suffix(':')?.parse().ok()
 }
 
 /// The changelog's sections for versions 2 to `version` (`v2:` and the
@@ -77,11 +93,7 @@ pub fn fill(template: &str, table: Option<&str>, changes: &str) -> Result<Cover>
 pub fn changes_for(changelog: &str, version: u32) -> Result<String> {
     let mut sections: Vec<(u32, Vec<&str>)> = Vec::new();
     for line in changelog.lines().filter(|l| !l.starts_with('#')) {
-        let head = line
-            .strip_prefix('v')
-            .and_then(|r| r.strip_suffix(':'))
-            .and_then(|n| n.parse::<u32>().ok());
-        match (head, sections.last_mut()) {
+        match (version_of(line), sections.last_mut()) {
             (Some(n), _) => sections.push((n, vec![line])),
             (None, Some((_, lines))) => lines.push(line),
             (None, None) if line.trim().is_empty() => {}
@@ -222,6 +234,9 @@ mod tests {
         let c = fill(TEMPLATE_TEXT, Some("TABLE\n"), "v2:\n - x\n").unwrap();
         assert_eq!(c.subject, "bpf: Fewer faults");
         assert_eq!(c.cc, ["linux-mm@kvack.org"]);
+        assert_eq!(c.prefix, None);
+        let rfc = fill("s\nPrefix: RFC PATCH bpf-next\n\nWhy.\n", None, "").unwrap();
+        assert_eq!(rfc.prefix.as_deref(), Some("RFC PATCH bpf-next"));
         assert_eq!(c.body, "Why.\n\nTABLE\n\nv2:\n - x\n");
         let no_mark = fill("s\n\nbody\n@CHANGELOG@\n", Some(""), "").unwrap_err();
         assert!(no_mark.to_string().contains("@BENCH_TABLE@"), "{no_mark}");
@@ -235,12 +250,17 @@ mod tests {
             "{no_changes}"
         );
         let stray = fill("s\nTo: x\n\n@BENCH_TABLE@ @CHANGELOG@", Some(""), "").unwrap_err();
-        assert!(stray.to_string().contains("only `Cc:` lines"), "{stray}");
+        assert!(
+            stray.to_string().contains("only `Cc:` and `Prefix:`"),
+            "{stray}"
+        );
     }
 
     #[test]
     fn a_version_carries_its_changes_and_a_later_one_needs_its_own() {
         let log = "# comment\nv3:\n - c\n\nv2:\n - b\n";
+        assert_eq!(newest_version(log), Some(3));
+        assert_eq!(newest_version("# none yet\n"), None);
         assert_eq!(changes_for(log, 1).unwrap(), "");
         assert_eq!(changes_for(log, 2).unwrap(), "v2:\n - b");
         assert_eq!(changes_for(log, 3).unwrap(), "v3:\n - c\n\nv2:\n - b");
@@ -286,6 +306,7 @@ mod tests {
         let cover = Cover {
             subject: "bpf: S".into(),
             cc: vec![],
+            prefix: None,
             body: "B\n".into(),
         };
         let letter = "Subject: [PATCH 0/2] *** SUBJECT HERE ***\n\n*** BLURB HERE ***\n\nA (1):\n";

@@ -26,7 +26,9 @@ use crate::project;
 /// What a posting is: its version and whether it asks for comments only.
 #[derive(Debug, Clone)]
 pub struct PostingOptions {
-    pub version: u32,
+    /// None: the newest `vN:` of the changelog, else 1.
+    pub version: Option<u32>,
+    /// `[RFC PATCH bpf-next]`, whatever the cover letter's `Prefix:`.
     pub rfc: bool,
     /// Where to write it; None: `target/posting/v<N>`.
     pub out: Option<PathBuf>,
@@ -36,22 +38,15 @@ pub struct PostingOptions {
     pub cover: Option<PathBuf>,
 }
 
-impl PostingOptions {
-    /// The subject's prefix: `PATCH bpf-next`, or `RFC PATCH bpf-next`.
-    pub fn prefix(&self) -> &'static str {
-        match self.rfc {
-            true => "RFC PATCH bpf-next",
-            false => "PATCH bpf-next",
-        }
-    }
+/// The subject's prefix without a `Prefix:` line or --rfc, and with
+/// --rfc.
+const PREFIX: &str = "PATCH bpf-next";
+const RFC_PREFIX: &str = "RFC PATCH bpf-next";
 
-    fn dir(&self) -> PathBuf {
-        self.out.clone().unwrap_or_else(|| {
-            project::root()
-                .join("target/posting")
-                .join(format!("v{}", self.version))
-        })
-    }
+/// What the mails' subjects say: the version and the prefix.
+struct Subjects<'a> {
+    version: u32,
+    prefix: &'a str,
 }
 
 /// A posting written.
@@ -77,12 +72,16 @@ const MARK: &str = ".bpflab-posting";
 
 /// Writes the posting of the source's series.
 pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting> {
-    if options.version == 0 {
+    if options.version == Some(0) {
         bail!("--version 0: a posting's versions start at 1");
     }
     let who = Identity::from_git_config(&project::root())?;
     let letter = Letter::read(options)?;
-    let dir = options.dir();
+    let dir = options.out.clone().unwrap_or_else(|| {
+        project::root()
+            .join("target/posting")
+            .join(format!("v{}", letter.version))
+    });
     let trees = kernel::prepare_trees(source)?;
     let other = own_series::other_series(source, &trees.series);
     let table = match (&options.cover, other) {
@@ -97,10 +96,18 @@ pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting>
         ),
     };
     let cover = cover::fill(&letter.template, table.as_deref(), &letter.changes)?;
+    let subjects = Subjects {
+        version: letter.version,
+        prefix: match (options.rfc, &cover.prefix) {
+            (true, _) => RFC_PREFIX,
+            (false, Some(p)) => p,
+            (false, None) => PREFIX,
+        },
+    };
     clear(&dir)?;
     let repo = hygiene::source_repo(&trees.pristine, &trees.source_dir)?;
     let work = trees.source_dir.join("posting-work");
-    let made = format_patches(&repo, &work, &trees.series, (&who, options), &dir);
+    let made = format_patches(&repo, &work, &trees.series, (&who, &subjects), &dir);
     let _ = fs::remove_dir_all(&work);
     let (base, mails) = made?;
     let recipients = address(&trees.pristine, &mails, &cover)?;
@@ -130,6 +137,7 @@ pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting>
 struct Letter {
     template: String,
     changes: String,
+    version: u32,
 }
 
 impl Letter {
@@ -144,21 +152,23 @@ impl Letter {
                 (given.clone(), beside.is_file().then_some(beside))
             }
         };
-        let changes = match changelog {
-            Some(log) => cover::changes_for(&read(&log)?, options.version)?,
-            None if options.version > 1 => bail!(
-                "--version {}: say what changed since v{} in changelog.txt beside {} (`v{}:` and \
-                 the changes under it), and put @CHANGELOG@ in the cover letter",
-                options.version,
-                options.version - 1,
+        let log = changelog.map(|l| read(&l)).transpose()?;
+        let newest = log.as_deref().and_then(cover::newest_version);
+        let version = options.version.or(newest).unwrap_or(1);
+        let changes = match log {
+            Some(log) => cover::changes_for(&log, version)?,
+            None if version > 1 => bail!(
+                "--version {version}: say what changed since v{} in changelog.txt beside {} \
+                 (`v{version}:` and the changes under it), and put @CHANGELOG@ in the cover letter",
+                version - 1,
                 template.display(),
-                options.version
             ),
             None => String::new(),
         };
         Ok(Letter {
             template: read(&template)?,
             changes,
+            version,
         })
     }
 }
@@ -189,7 +199,7 @@ fn format_patches(
     repo: &Path,
     work: &Path,
     series: &kernel::series::Series,
-    (who, options): (&Identity, &PostingOptions),
+    (who, subjects): (&Identity, &Subjects),
     dir: &Path,
 ) -> Result<(String, Vec<PathBuf>)> {
     let _ = fs::remove_dir_all(work);
@@ -234,9 +244,9 @@ fn format_patches(
             crate::util::output_text(&am).trim()
         );
     }
-    let prefix = format!("--subject-prefix={}", options.prefix());
-    let version = format!("-v{}", options.version);
-    let versioned = (options.version > 1).then_some(version.as_str());
+    let prefix = format!("--subject-prefix={}", subjects.prefix);
+    let version = format!("-v{}", subjects.version);
+    let versioned = (subjects.version > 1).then_some(version.as_str());
     let base_arg = format!("--base={base}");
     let range = format!("{base}..HEAD");
     let written = cmd!(
