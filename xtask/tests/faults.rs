@@ -739,30 +739,41 @@ fn two_runs_at_once_wait_for_each_other_and_both_succeed() {
     );
 }
 
-/// A second patch with no mail header (so `git am` refuses it) that adds
-/// an unused variable (a new W=1 warning) to array_map_mmap().
-const UNUSED_VARIABLE_PATCH: &str = "\
-diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
---- a/kernel/bpf/arraymap.c
-+++ b/kernel/bpf/arraymap.c
-@@ -609,6 +609,7 @@
- static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
- {
- \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
-+\tint bpflab_unused;
- 
- \tif (!(map->map_flags & BPF_F_MMAPABLE))
- \t\treturn -EINVAL;
-";
+/// A patch with no mail header (so `git am` refuses it) that adds (`+`)
+/// or takes out (`-`) `line` at the top of array_map_mmap().
+fn array_map_mmap_patch(sign: char, line: &str) -> String {
+    let (before, after) = if sign == '+' { (6, 7) } else { (7, 6) };
+    format!(
+        "diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c\n\
+         --- a/kernel/bpf/arraymap.c\n\
+         +++ b/kernel/bpf/arraymap.c\n\
+         @@ -609,{before} +609,{after} @@\n \
+         static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)\n \
+         {{\n \
+         \tstruct bpf_array *array = container_of(map, struct bpf_array, map);\n\
+         {sign}\t{line}\n \n \
+         \tif (!(map->map_flags & BPF_F_MMAPABLE))\n \
+         \t\treturn -EINVAL;\n"
+    )
+}
+
+/// The series' first patch, and a fresh directory for a series of the
+/// test's own.
+const FIRST: &str = "0002-bpf-Map-the-faulting-page-of-an-mmap-able-array-map-directly.patch";
+
+fn series_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bpflab-{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
 
 #[test]
 #[ignore = "prepares kernel trees: run by cargo xtask ci"]
 fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
-    let dir = std::env::temp_dir().join(format!("bpflab-bad-series-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = series_dir("bad-series");
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let first = "0002-bpf-Map-the-faulting-page-of-an-mmap-able-array-map-directly.patch";
+    let first = FIRST;
     let good = fs::read_to_string(project.join("patches").join(first)).unwrap();
     // No Signed-off-by: checkpatch's error.
     let unsigned: String = good
@@ -771,7 +782,8 @@ fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
         .map(|l| format!("{l}\n"))
         .collect();
     fs::write(dir.join(first), unsigned).unwrap();
-    fs::write(dir.join("0003-unused.patch"), UNUSED_VARIABLE_PATCH).unwrap();
+    let unused = array_map_mmap_patch('+', "int bpflab_unused;");
+    fs::write(dir.join("0003-unused.patch"), unused).unwrap();
     fs::write(dir.join("series"), format!("{first}\n0003-unused.patch\n")).unwrap();
     let (code, text) = run(&["check-patches", "--patches", dir.to_str().unwrap()]);
     fs::remove_dir_all(&dir).unwrap();
@@ -794,49 +806,21 @@ fn a_series_that_fails_the_maintainer_gates_is_named_gate_by_gate() {
     );
 }
 
-/// A patch that breaks arraymap.c's build (an undeclared name), and the
-/// one after it that takes the line out again.
-const BREAKING_PATCH: &str = "\
-diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
---- a/kernel/bpf/arraymap.c
-+++ b/kernel/bpf/arraymap.c
-@@ -609,6 +609,7 @@
- static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
- {
- \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
-+\tbpflab_undeclared = 1;
- 
- \tif (!(map->map_flags & BPF_F_MMAPABLE))
- \t\treturn -EINVAL;
-";
-const MENDING_PATCH: &str = "\
-diff --git a/kernel/bpf/arraymap.c b/kernel/bpf/arraymap.c
---- a/kernel/bpf/arraymap.c
-+++ b/kernel/bpf/arraymap.c
-@@ -609,7 +609,6 @@
- static int array_map_mmap(struct bpf_map *map, struct vm_area_struct *vma)
- {
- \tstruct bpf_array *array = container_of(map, struct bpf_array, map);
--\tbpflab_undeclared = 1;
- 
- \tif (!(map->map_flags & BPF_F_MMAPABLE))
- \t\treturn -EINVAL;
-";
-
 /// A variant of three patches whose middle one does not build and whose
 /// last mends it: the series builds, and `--each` names the middle one
 /// alone.
 #[test]
 #[ignore = "prepares kernel trees and builds objects: run by cargo xtask ci"]
 fn a_patch_that_breaks_the_build_is_named_though_the_next_fixes_it() {
-    let dir = std::env::temp_dir().join(format!("bpflab-each-patch-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = series_dir("each-patch");
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let first = "0002-bpf-Map-the-faulting-page-of-an-mmap-able-array-map-directly.patch";
+    let first = FIRST;
     fs::copy(project.join("patches").join(first), dir.join(first)).unwrap();
-    fs::write(dir.join("0003-breaks.patch"), BREAKING_PATCH).unwrap();
-    fs::write(dir.join("0004-mends.patch"), MENDING_PATCH).unwrap();
+    // An undeclared name, then taken out again.
+    let breaks = array_map_mmap_patch('+', "bpflab_undeclared = 1;");
+    fs::write(dir.join("0003-breaks.patch"), breaks).unwrap();
+    let mends = array_map_mmap_patch('-', "bpflab_undeclared = 1;");
+    fs::write(dir.join("0004-mends.patch"), mends).unwrap();
     let series = format!("[whole]\n{first}\n0003-breaks.patch\n0004-mends.patch\n");
     fs::write(dir.join("series"), series).unwrap();
     let (code, text) = run(&[

@@ -198,23 +198,10 @@ pub fn is_clean(total: &str, excused: usize) -> bool {
 pub fn git_am(pristine: &Path, series: &Series, dir: &Path) -> Result<()> {
     let repo = source_repo(pristine, dir)?;
     let work = dir.join("am-check");
-    let _ = fs::remove_dir_all(&work);
+    sparse_clone(&repo, &work, &series.touched_files())?;
     let sh = crate::project::shell()?;
     set_identity(&sh);
-    cmd!(sh, "git clone --quiet --no-checkout --shared {repo} {work}")
-        .quiet()
-        .run()
-        .context("cloning the source repository for git am")?;
     sh.change_dir(&work);
-    let files = series.touched_files();
-    cmd!(sh, "git sparse-checkout set --no-cone {files...}")
-        .quiet()
-        .run()
-        .context("git sparse-checkout")?;
-    cmd!(sh, "git checkout --quiet")
-        .quiet()
-        .run()
-        .context("git checkout")?;
     let patches: Vec<PathBuf> = series.applied().iter().map(|p| p.path.clone()).collect();
     let out = cmd!(sh, "git am --quiet {patches...}")
         .quiet()
@@ -231,6 +218,26 @@ pub fn git_am(pristine: &Path, series: &Series, dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A throwaway clone of `repo` at `work` (made anew) sharing its
+/// objects, with only `files` checked out.
+pub fn sparse_clone(repo: &Path, work: &Path, files: &[String]) -> Result<()> {
+    let _ = fs::remove_dir_all(work);
+    let sh = crate::project::shell()?;
+    cmd!(sh, "git clone --quiet --no-checkout --shared {repo} {work}")
+        .quiet()
+        .run()
+        .with_context(|| format!("cloning {} into {}", repo.display(), work.display()))?;
+    sh.change_dir(work);
+    cmd!(sh, "git sparse-checkout set --no-cone {files...}")
+        .quiet()
+        .run()
+        .context("git sparse-checkout")?;
+    cmd!(sh, "git checkout --quiet")
+        .quiet()
+        .run()
+        .context("git checkout")
 }
 
 /// A fixed committer: git am needs one, and the check must not depend on

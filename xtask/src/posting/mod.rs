@@ -202,22 +202,9 @@ fn format_patches(
     (who, subjects): (&Identity, &Subjects),
     dir: &Path,
 ) -> Result<(String, Vec<PathBuf>)> {
-    let _ = fs::remove_dir_all(work);
+    hygiene::sparse_clone(repo, work, &series.touched_files())?;
     let sh = project::shell()?;
-    cmd!(sh, "git clone --quiet --no-checkout --shared {repo} {work}")
-        .quiet()
-        .run()
-        .context("cloning the source repository for the posting")?;
     sh.change_dir(work);
-    let files = series.touched_files();
-    cmd!(sh, "git sparse-checkout set --no-cone {files...}")
-        .quiet()
-        .run()
-        .context("git sparse-checkout")?;
-    cmd!(sh, "git checkout --quiet")
-        .quiet()
-        .run()
-        .context("git checkout")?;
     let base = cmd!(sh, "git rev-parse HEAD").quiet().read()?;
     let incoming = work.join(".posting-in");
     fs::create_dir_all(&incoming)?;
