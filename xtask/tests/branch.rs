@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{cache, project, run_to_end, Ran};
+use common::{as_git_user, cache, git, project, run_to_end, Ran};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 /// The tree the repository is made of: the harness's default source,
@@ -62,25 +62,6 @@ fn recipe() -> String {
         PROBE_SOURCE,
     ]
     .join("\n")
-}
-
-/// git in `repo`, with a fixed author, committer and date: the commits,
-/// and so the kernels the harness builds from them, are the same each
-/// time the repository is made.
-fn git(repo: &Path, args: &[&str]) {
-    let mut c = Command::new("git");
-    c.arg("-C").arg(repo).args(args);
-    for who in ["AUTHOR", "COMMITTER"] {
-        c.env(format!("GIT_{who}_NAME"), "bpflab")
-            .env(format!("GIT_{who}_EMAIL"), "bpflab@localhost")
-            .env(format!("GIT_{who}_DATE"), "2026-01-01T00:00:00Z");
-    }
-    let out = c.output().expect("running git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The repository: main is the tree as one commit, and the two
@@ -307,13 +288,9 @@ fn format_series(args: &[&str]) -> Ran {
         .arg(repository())
         .args(["--base", "main", "--head", BRANCH])
         .args(args)
-        .env("GIT_CONFIG_COUNT", "2")
-        .env("GIT_CONFIG_KEY_0", "user.name")
-        .env("GIT_CONFIG_VALUE_0", "Ada Lovelace")
-        .env("GIT_CONFIG_KEY_1", "user.email")
-        .env("GIT_CONFIG_VALUE_1", "ada@example.org")
         .current_dir(project())
         .stdin(Stdio::null());
+    as_git_user(&mut c, "Ada Lovelace", "ada@example.org");
     run_to_end(c, Duration::from_secs(900))
 }
 
@@ -461,7 +438,7 @@ fn git_bisect_run_names_the_commit_that_broke_the_test() {
         .arg(&tree)
         .args(["bisect", "run", "sh", "-c", &step]);
     let ran = run_to_end(c, Duration::from_secs(1800));
-    let log = git_out(&tree, &["bisect", "log"]);
+    let log = git(&tree, &["bisect", "log"]);
     git(&tree, &["bisect", "reset"]);
     git(&repo, &["worktree", "remove", "--force", wt]);
     let said = format!("{}{}", ran.stdout, ran.stderr);
@@ -475,15 +452,4 @@ fn git_bisect_run_names_the_commit_that_broke_the_test() {
     assert!(blamed.contains(&revert), "{said}");
     // The test commit between was tested, not skipped.
     assert!(log.contains("# good:") && !log.contains("# skip:"), "{log}");
-}
-
-/// git's stdout in `repo`.
-fn git_out(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

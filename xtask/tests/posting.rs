@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{cache, project, run_to_end, Ran};
+use common::{as_git_user, cache, git, project, run_to_end, Ran};
 
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 const SETUP_FAILED: i32 = 3;
@@ -25,11 +25,7 @@ const EMAIL: &str = "ada@example.org";
 fn format_series(args: &[&str], name: &str, email: &str) -> Ran {
     let mut c = Command::new(XTASK);
     c.arg("format-series").args(args).stdin(Stdio::null());
-    c.env("GIT_CONFIG_COUNT", "2")
-        .env("GIT_CONFIG_KEY_0", "user.name")
-        .env("GIT_CONFIG_VALUE_0", name)
-        .env("GIT_CONFIG_KEY_1", "user.email")
-        .env("GIT_CONFIG_VALUE_1", email);
+    as_git_user(&mut c, name, email);
     run_to_end(c, Duration::from_secs(900))
 }
 
@@ -39,23 +35,6 @@ fn out_dir(tag: &str) -> PathBuf {
         .join(format!("{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     dir
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_COMMITTER_NAME", "tester")
-        .env("GIT_COMMITTER_EMAIL", "tester@localhost")
-        .output()
-        .expect("running git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The harness's git repository of Debian's 7.3 source, which the

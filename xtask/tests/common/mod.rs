@@ -29,6 +29,37 @@ pub fn cache() -> PathBuf {
     }
 }
 
+/// git in `repo`, with a fixed author, committer and date (the commits a
+/// test makes, and so the kernels the harness builds from them, are the
+/// same each time); its stdout. A git that fails fails the test.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let mut c = Command::new("git");
+    c.arg("-C").arg(repo).args(args);
+    for who in ["AUTHOR", "COMMITTER"] {
+        c.env(format!("GIT_{who}_NAME"), "bpflab")
+            .env(format!("GIT_{who}_EMAIL"), "bpflab@localhost")
+            .env(format!("GIT_{who}_DATE"), "2026-01-01T00:00:00Z");
+    }
+    let out = c.output().expect("running git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `command` run as the git user `name` <`email`>: set in the
+/// environment's git configuration, which outranks every file's.
+pub fn as_git_user(command: &mut Command, name: &str, email: &str) {
+    command
+        .env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "user.name")
+        .env("GIT_CONFIG_VALUE_0", name)
+        .env("GIT_CONFIG_KEY_1", "user.email")
+        .env("GIT_CONFIG_VALUE_1", email);
+}
+
 /// A finished run: its pid, exit status (-1 for a signal), stdout, stderr.
 pub struct Ran {
     pub pid: u32,
