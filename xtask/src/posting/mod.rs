@@ -66,6 +66,10 @@ pub struct Posting {
     pub checkpatch: Vec<CheckpatchResult>,
 }
 
+/// The two mboxes: the patches (`git am`), the whole thread (b4).
+const MBOX: &str = "series.mbox";
+const THREAD: &str = "thread.mbox";
+
 /// What marks a directory as a posting this command wrote, which it may
 /// replace.
 const MARK: &str = ".bpflab-posting";
@@ -105,17 +109,13 @@ pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting>
         },
     };
     clear(&dir)?;
-    let repo = hygiene::source_repo(&trees.pristine, &trees.source_dir)?;
-    let work = trees.source_dir.join("posting-work");
-    let made = format_patches(&repo, &work, &trees.series, (&who, &subjects), &dir);
-    let _ = fs::remove_dir_all(&work);
-    let (base, mails) = made?;
-    let recipients = address(&trees.pristine, &mails, &cover)?;
-    let mbox = dir.join("series.mbox");
-    write_mbox(&mbox, &mails[1..])?;
-    let thread = dir.join("thread.mbox");
-    write_mbox(&thread, &mails)?;
-    fs::write(dir.join(MARK), b"").context("marking the posting's directory")?;
+    let written = write_mails(&trees, &cover, (&who, &subjects), &dir);
+    if written.is_err() {
+        // Nothing half-written is left for a reader to send.
+        let _ = fs::remove_dir_all(&dir);
+    }
+    let (base, mails, recipients) = written?;
+    let (mbox, thread) = (dir.join(MBOX), dir.join(THREAD));
     let patches: Vec<(String, PathBuf)> = mails[1..]
         .iter()
         .map(|m| (file_name(m), m.clone()))
@@ -130,6 +130,25 @@ pub fn write(source: &SourceConfig, options: &PostingOptions) -> Result<Posting>
         recipients,
         checkpatch,
     })
+}
+
+/// The mails of the posting in `dir`, addressed, and its two mboxes: the
+/// base commit, the mails (cover letter first) and everyone they go to.
+fn write_mails(
+    trees: &kernel::PreparedTrees,
+    cover: &Cover,
+    (who, subjects): (&Identity, &Subjects),
+    dir: &Path,
+) -> Result<(String, Vec<PathBuf>, Recipients)> {
+    let repo = hygiene::source_repo(&trees.pristine, &trees.source_dir)?;
+    let work = trees.source_dir.join("posting-work");
+    let made = format_patches(&repo, &work, &trees.series, (who, subjects), dir);
+    let _ = fs::remove_dir_all(&work);
+    let (base, mails) = made?;
+    let recipients = address(&trees.pristine, &mails, cover)?;
+    write_mbox(&dir.join(MBOX), &mails[1..])?;
+    write_mbox(&dir.join(THREAD), &mails)?;
+    Ok((base, mails, recipients))
 }
 
 /// The cover letter's template and the changes of this version, read
@@ -173,8 +192,8 @@ impl Letter {
     }
 }
 
-/// Empties `dir` for a posting: one this command wrote is replaced,
-/// anything else refused.
+/// Empties `dir` for a posting, and marks it this command's: one it
+/// wrote is replaced, anything else refused.
 fn clear(dir: &Path) -> Result<()> {
     if dir.exists() {
         let ours = dir.join(MARK).is_file();
@@ -189,7 +208,8 @@ fn clear(dir: &Path) -> Result<()> {
         }
         fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    fs::write(dir.join(MARK), b"").context("marking the posting's directory")
 }
 
 /// The series' own patches, made `who`'s, applied with git am in a
