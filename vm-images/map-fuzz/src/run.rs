@@ -230,15 +230,17 @@ impl Lockstep {
         if want == Ret::Skipped {
             return None;
         }
-        let candidates: Vec<(Model, Ret)> = std::iter::once((self.model.clone(), want.clone()))
-            .chain(std::mem::take(&mut self.others).into_iter().map(|mut m| {
+        // The model is applied in place; only the rare others are more.
+        let others: Vec<(Model, Ret)> = std::mem::take(&mut self.others)
+            .into_iter()
+            .map(|mut m| {
                 let want = m.apply(op);
                 (m, want)
-            }))
+            })
             .collect();
         out.executed += 1;
         *out.counts.entry(name(op)).or_default() += 1;
-        let (done, _) = without_skipped(op, want);
+        let (done, want) = without_skipped(op, want);
         let got = match &dropped {
             Some((m, ranges)) => self.exec.drop_map(*m, ranges),
             None => self.exec.apply(&done),
@@ -246,12 +248,13 @@ impl Lockstep {
         self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
         digest.add_step(op, &got);
         let scope = scope_after(op, &self.model, out.executed);
-        let (models, wants): (Vec<Model>, Vec<Ret>) = candidates
+        let (others, wants): (Vec<Model>, Vec<Ret>) = others
             .into_iter()
             .map(|(m, want)| (m, without_skipped(op, want).1))
             .unzip();
-        self.keep_agreeing(models, &scope, |i| {
-            compare(&wants[i], &got).map(|what| ("returns".to_string(), what))
+        self.keep_agreeing(others, &scope, |i| {
+            let want = if i == 0 { &want } else { &wants[i - 1] };
+            compare(want, &got).map(|what| ("returns".to_string(), what))
         })
     }
 
@@ -275,15 +278,12 @@ impl Lockstep {
         let befores: Vec<Model> = std::iter::once(self.model.clone())
             .chain(std::mem::take(&mut self.others))
             .collect();
-        let afters: Vec<Model> = befores
-            .iter()
-            .map(|b| {
-                let mut a = b.clone();
-                a.apply(op);
-                a
-            })
-            .collect();
-        self.model = after;
+        let others_after = befores[1..].iter().map(|b| {
+            let mut a = b.clone();
+            a.apply(op);
+            a
+        });
+        let afters: Vec<Model> = std::iter::once(after).chain(others_after).collect();
         out.executed += 1;
         *out.counts.entry(name(op)).or_default() += 1;
         let got = match self.exec.apply_injected(pass, inner) {
@@ -308,10 +308,11 @@ impl Lockstep {
                 Err(d) => return Some(d),
             }
         };
-        self.exec
-            .retain_maps(|m| candidates[0].maps.contains_key(&m));
-        let scope = scope_after(op, &candidates[0], out.executed);
-        self.keep_agreeing(candidates, &scope, |_| None)
+        let mut candidates = candidates.into_iter();
+        self.model = candidates.next().expect("a state the kernel may be in");
+        self.exec.retain_maps(|m| self.model.maps.contains_key(&m));
+        let scope = scope_after(op, &self.model, out.executed);
+        self.keep_agreeing(candidates.collect(), &scope, |_| None)
     }
 
     /// A fired failure of `inner` that returned `got`: the states each of
@@ -367,36 +368,38 @@ impl Lockstep {
         Ok(adopted.into_iter().map(|(after, _)| after).collect())
     }
 
-    /// Keeps of `candidates` (the model first) the states the kernel
-    /// agrees with over `scope`, `returns(i)` saying how the i-th one's
-    /// return differs; the first kept becomes the model. None kept: the
-    /// model's difference. Then the kernel log is read.
+    /// Keeps of the model and `others` the states the kernel agrees with
+    /// over `scope`, `returns(i)` saying how one's return differs (0: the
+    /// model's, i: `others[i - 1]`'s); the model stays if it agrees, else
+    /// the first other kept takes its place. None kept: the model's
+    /// difference. Then the kernel log is read.
     fn keep_agreeing(
         &mut self,
-        candidates: Vec<Model>,
+        others: Vec<Model>,
         scope: &check::Scope,
         returns: impl Fn(usize) -> Option<Difference>,
     ) -> Option<Difference> {
-        let mut kept: Vec<Model> = Vec::new();
-        let mut first_difference = None;
-        for (i, m) in candidates.into_iter().enumerate() {
-            let differs = returns(i).or_else(|| {
-                check::matches(&m, &self.exec, scope)
+        let differs = |i: usize, m: &Model| {
+            returns(i).or_else(|| {
+                check::matches(m, &self.exec, scope)
                     .err()
                     .map(|what| (category(&what), what))
-            });
-            match differs {
-                Some(d) => {
-                    first_difference.get_or_insert(d);
-                }
-                None if !kept.contains(&m) => kept.push(m),
-                None => {}
+            })
+        };
+        let model_differs = differs(0, &self.model);
+        let mut kept: Vec<Model> = Vec::new();
+        for (i, m) in others.into_iter().enumerate() {
+            let alike = kept.contains(&m) || (model_differs.is_none() && m == self.model);
+            if !alike && differs(i + 1, &m).is_none() {
+                kept.push(m);
             }
         }
-        if kept.is_empty() {
-            return first_difference;
+        if model_differs.is_some() {
+            if kept.is_empty() {
+                return model_differs;
+            }
+            self.model = kept.remove(0);
         }
-        self.model = kept.remove(0);
         self.others = kept;
         check::log(&mut self.kmsg)
             .err()
@@ -406,10 +409,8 @@ impl Lockstep {
     /// After the last of `ops`, everything is checked; a difference is
     /// laid at the last operation's door.
     fn final_check(&mut self, ops: &[Op]) -> Option<Divergence> {
-        let candidates = std::iter::once(self.model.clone())
-            .chain(std::mem::take(&mut self.others))
-            .collect();
-        let differs = self.keep_agreeing(candidates, &check::Scope::Full, |_| None);
+        let others = std::mem::take(&mut self.others);
+        let differs = self.keep_agreeing(others, &check::Scope::Full, |_| None);
         let (op, (category, what)) = (ops.last()?, differs?);
         Some(Divergence {
             step: ops.len() - 1,
