@@ -264,6 +264,12 @@ mod tests {
         assert_eq!(changes_for(log, 1).unwrap(), "");
         assert_eq!(changes_for(log, 2).unwrap(), "v2:\n - b");
         assert_eq!(changes_for(log, 3).unwrap(), "v3:\n - c\n\nv2:\n - b");
+        // Newest first, whatever order the file keeps them in.
+        let oldest_first = "v2:\n - b\nv3:\n - c\n";
+        assert_eq!(
+            changes_for(oldest_first, 3).unwrap(),
+            "v3:\n - c\n\nv2:\n - b"
+        );
         let missing = changes_for(log, 4).unwrap_err().to_string();
         assert!(
             missing.contains("no `v4:` section") && missing.contains("since v3"),
