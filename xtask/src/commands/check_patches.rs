@@ -53,8 +53,28 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
             failed.push("git am".into());
         }
     }
-    let objects = hygiene::objects_of(&series.own_touched_files());
-    let jobs = source.jobs;
+    failed.extend(checked_builds(&trees, source.jobs, args.each)?);
+    if failed.is_empty() {
+        println!("patch checks: all passed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("patch checks failed: {}", failed.join(", "));
+    Ok(ExitCode::from(project::EXIT_TESTS_FAILED))
+}
+
+/// The objects the series touches built with W=1 and sparse before and
+/// with it, and with `each` at every patch: what failed. A series that
+/// touches no object kbuild builds (make given none would build the
+/// whole kernel) is said to have nothing built, not passed.
+fn checked_builds(trees: &PreparedTrees, jobs: usize, each: bool) -> Result<Vec<String>> {
+    let objects = hygiene::objects_of(&trees.series.own_touched_files());
+    if objects.is_empty() {
+        crate::status!(
+            "W=1 + sparse",
+            "the series touches no kernel object (tools/ only): nothing to build"
+        );
+        return Ok(Vec::new());
+    }
     let before = hygiene::checked_build(&trees.base, &objects, jobs)?;
     let after = hygiene::checked_build(&trees.patched, &objects, jobs)?;
     let new = hygiene::new_diagnostics(&before, &after);
@@ -69,18 +89,14 @@ pub fn run(args: CheckPatchesArgs) -> Result<ExitCode> {
     for d in &new {
         eprintln!("    new: {d}");
     }
+    let mut failed = Vec::new();
     if !new.is_empty() {
         failed.push("W=1 + sparse".into());
     }
-    if args.each {
-        failed.extend(each_patch(&trees, &before, jobs)?);
+    if each {
+        failed.extend(each_patch(trees, &before, jobs)?);
     }
-    if failed.is_empty() {
-        println!("patch checks: all passed");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!("patch checks failed: {}", failed.join(", "));
-    Ok(ExitCode::from(project::EXIT_TESTS_FAILED))
+    Ok(failed)
 }
 
 /// Every patch on its own (`--each`): what failed, by patch.

@@ -5,7 +5,7 @@
 //! that does not build, or that brings a diagnostic the tree before the
 //! series did not have, names its patch.
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 
 use super::hygiene;
 use super::series::Variant;
@@ -23,7 +23,8 @@ pub enum PatchBuild {
 
 /// Each of the series' own patches with what its prefix gave, in order;
 /// `before` is the build output of the same objects in the tree the
-/// series applies to.
+/// series applies to. The series must touch an object kbuild builds
+/// (`check-patches` says so when it touches none).
 pub fn build_each(
     trees: &PreparedTrees,
     before: &str,
@@ -31,6 +32,11 @@ pub fn build_each(
 ) -> Result<Vec<(String, PatchBuild)>> {
     let series = &trees.series;
     let objects = hygiene::objects_of(&series.own_touched_files());
+    // make given no object would build the whole kernel.
+    ensure!(
+        !objects.is_empty(),
+        "the series touches no kernel object to build"
+    );
     let mut out = Vec::new();
     for (k, patch) in series.own().iter().enumerate() {
         let prefix = series.upto(&Variant {
@@ -38,14 +44,11 @@ pub fn build_each(
             patches: series.baseline + k + 1,
         });
         apply::prepare_patched(&trees.pristine, &trees.each_patch, &prefix)?;
-        let built = match objects.is_empty() {
-            true => PatchBuild::Built { new: Vec::new() },
-            false => match hygiene::checked_build(&trees.each_patch, &objects, jobs) {
-                Ok(after) => PatchBuild::Built {
-                    new: hygiene::new_diagnostics(before, &after),
-                },
-                Err(e) => PatchBuild::Failed(format!("{e:#}")),
+        let built = match hygiene::checked_build(&trees.each_patch, &objects, jobs) {
+            Ok(after) => PatchBuild::Built {
+                new: hygiene::new_diagnostics(before, &after),
             },
+            Err(e) => PatchBuild::Failed(format!("{e:#}")),
         };
         out.push((patch.name.clone(), built));
     }
